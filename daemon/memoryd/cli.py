@@ -1,0 +1,397 @@
+"""`memoryd` command line: serve the daemon, or work on the data directory in-process.
+
+Every command builds the same :class:`MemoryService` the daemon uses, so `memoryd ingest` or
+`memoryd query` answer without a socket. They take the data directory's lock: stop the daemon
+first (or talk to it over HTTP) — a clear error says so.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import logging
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import wraps
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+from tqdm import tqdm
+
+from memoryd import __version__
+from memoryd.config import SETTINGS, Config, default_config_path, load_config
+from memoryd.errors import ConfigError, MemorydError
+from memoryd.retrieve import QueryParams, render_context
+from memoryd.service import MemoryService, NewTurn
+
+log = logging.getLogger(__name__)
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _config_options(fn: F) -> F:
+    """--config, --data-dir and --model-dir, shared by every command."""
+    fn = click.option(
+        "--model-dir", type=click.Path(path_type=Path), help="Built model artifacts."
+    )(fn)
+    fn = click.option(
+        "--data-dir", type=click.Path(path_type=Path), help="Where users' stores live."
+    )(fn)
+    return click.option(
+        "--config",
+        "config_path",
+        type=click.Path(path_type=Path, exists=True, dir_okay=False),
+        help="TOML settings file (default: config/memoryd.toml of the checkout, if present).",
+    )(fn)
+
+
+def _load(config_path: Path | None, **overrides: Any) -> Config:
+    return load_config(config_path or default_config_path(), os.environ, overrides)
+
+
+def _domain_errors(fn: F) -> F:
+    """Turn memoryd's errors into a one-line message and exit code 1."""
+
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except MemorydError as exc:
+            raise click.ClickException(str(exc)) from exc
+
+    return wrapper  # type: ignore[return-value]
+
+
+@contextmanager
+def _service(config: Config) -> Iterator[MemoryService]:
+    service = MemoryService.from_config(config)
+    try:
+        yield service
+    finally:
+        service.close()
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(
+        level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="memoryd")
+def main() -> None:
+    """memoryd — on-device memory for personal LLM agents.
+
+    Turns go in (POST /v1/users/{user}/turns), typed memories come out
+    (POST /v1/users/{user}/query). Start the daemon with `memoryd serve`; the other commands work
+    on the data directory directly and need the daemon stopped.
+
+    Settings come from config/memoryd.toml < MEMORYD_* environment variables < flags;
+    `memoryd doctor` shows them all with what each is for.
+    """
+
+
+# -- serve ---------------------------------------------------------------------------------
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@main.command()
+@_config_options
+@click.option("--host", help="Address to bind (default 127.0.0.1).")
+@click.option("--port", type=int, help="Port (default 8765; 0 picks a free one).")
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]))
+@_domain_errors
+def serve(
+    config_path: Path | None,
+    data_dir: Path | None,
+    model_dir: Path | None,
+    host: str | None,
+    port: int | None,
+    log_level: str | None,
+) -> None:
+    """Run the HTTP daemon (bearer token in <data-dir>/token, created on first start)."""
+    import uvicorn
+
+    from memoryd.app import create_app
+
+    config = _load(
+        config_path,
+        data_dir=data_dir,
+        model_dir=model_dir,
+        host=host,
+        port=port,
+        log_level=log_level,
+    )
+    if not config.auth_enabled and not _is_loopback(config.host):
+        raise ConfigError("host", config.host, "a non-loopback bind needs auth.enabled = true")
+    _setup_logging(config.log_level)
+    app = create_app(config)
+    uvicorn.run(app, host=config.host, port=config.port, log_level=config.log_level)
+
+
+# -- ingest / query ------------------------------------------------------------------------
+
+
+def _jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    with path.open() as f:
+        for number, line in enumerate(f, 1):
+            if line.strip():
+                try:
+                    yield number, json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise click.ClickException(f"{path}:{number}: not JSON ({exc.msg})") from exc
+
+
+def _turn_from_line(path: Path, number: int, data: dict[str, Any]) -> NewTurn:
+    from memoryd.api.schemas import TurnIn
+
+    try:
+        return TurnIn.model_validate(data).to_new_turn()
+    except ValueError as exc:
+        first = str(exc).splitlines()[1:3]
+        raise click.ClickException(f"{path}:{number}: {' '.join(first)}") from exc
+
+
+def _ingest_batches(
+    service: MemoryService, user_id: str, turns: list[NewTurn], batch: int, label: str
+) -> tuple[int, int]:
+    added = duplicates = 0
+    with tqdm(total=len(turns), desc=label, unit="turn", file=sys.stderr) as bar:
+        for start in range(0, len(turns), batch):
+            replies = service.ingest(user_id, turns[start : start + batch])
+            dup = sum(r["duplicate"] for r in replies)
+            added, duplicates = added + len(replies) - dup, duplicates + dup
+            bar.update(len(replies))
+    return added, duplicates
+
+
+@main.command()
+@_config_options
+@click.argument("path", type=click.Path(path_type=Path, exists=True, dir_okay=False))
+@click.option("--user", "user_id", help="User to ingest into (jsonl; prefix for locomo).")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["jsonl", "locomo"]),
+    default="jsonl",
+    show_default=True,
+    help="jsonl: one turn object per line. locomo: the LoCoMo file, one user per conversation.",
+)
+@click.option("--batch", type=click.IntRange(1, 256), default=64, show_default=True)
+@_domain_errors
+def ingest(
+    config_path: Path | None,
+    data_dir: Path | None,
+    model_dir: Path | None,
+    path: Path,
+    user_id: str | None,
+    fmt: str,
+    batch: int,
+) -> None:
+    """Ingest turns from PATH.
+
+    \b
+    jsonl:  {"session_id": "s1", "role": "user", "text": "...", "ts": "2024-05-08T13:56:00Z"}
+            (also turn_id, speaker, metadata; --user is required)
+    locomo: turn_id = dia_id, session dates parsed; users are named <prefix>-<sample_id>
+            (prefix = --user, default "locomo")
+    """
+    config = _load(config_path, data_dir=data_dir, model_dir=model_dir)
+    with _service(config) as service:
+        if fmt == "locomo":
+            from memoryd.eval.locomo import load_locomo
+
+            for conv in load_locomo(path):
+                uid = f"{user_id or 'locomo'}-{conv.sample_id}"
+                added, dup = _ingest_batches(service, uid, conv.turns, batch, uid)
+                click.echo(f"{uid}: {added} turns added, {dup} already present")
+            return
+        if not user_id:
+            raise click.UsageError("--user is required for jsonl input")
+        turns = [_turn_from_line(path, n, d) for n, d in _jsonl(path)]
+        added, dup = _ingest_batches(service, user_id, turns, batch, user_id)
+        click.echo(f"{user_id}: {added} turns added, {dup} already present")
+
+
+@main.command()
+@_config_options
+@click.argument("text")
+@click.option("--user", "user_id", required=True)
+@click.option("-k", "--k", type=click.IntRange(1, 200), default=10, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the full JSON reply.")
+@_domain_errors
+def query(
+    config_path: Path | None,
+    data_dir: Path | None,
+    model_dir: Path | None,
+    text: str,
+    user_id: str,
+    k: int,
+    as_json: bool,
+) -> None:
+    """Ask USER's memory TEXT; print the rendered context (or --json)."""
+    from memoryd.api.routes import query_reply
+
+    config = _load(config_path, data_dir=data_dir, model_dir=model_dir)
+    with _service(config) as service:
+        result = service.query(user_id, QueryParams(query=text, k=k))
+        if as_json:
+            click.echo(json.dumps(query_reply(text, result), indent=2, default=str))
+        else:
+            click.echo(render_context(result) or "(nothing recalled)")
+
+
+# -- maintenance ---------------------------------------------------------------------------
+
+
+@main.command()
+@_config_options
+@click.option("--user", "user_id", required=True)
+@_domain_errors
+def rebuild(
+    config_path: Path | None, data_dir: Path | None, model_dir: Path | None, user_id: str
+) -> None:
+    """Recreate USER's graph and vector index from the journal."""
+    config = _load(config_path, data_dir=data_dir, model_dir=model_dir)
+    with _service(config) as service:
+        counts = service.rebuild(user_id)
+    click.echo(json.dumps(counts, indent=2))
+
+
+@main.command("export")
+@_config_options
+@click.option("--user", "user_id", required=True)
+@click.option("--out", type=click.Path(path_type=Path, dir_okay=False), help="Default: stdout.")
+@_domain_errors
+def export_cmd(
+    config_path: Path | None,
+    data_dir: Path | None,
+    model_dir: Path | None,
+    user_id: str,
+    out: Path | None,
+) -> None:
+    """Write USER's journal as versioned JSONL (header line, then every entry)."""
+    config = _load(config_path, data_dir=data_dir, model_dir=model_dir)
+    with _service(config) as service:
+        stream = out.open("w") if out else sys.stdout
+        try:
+            for record in service.export_user(user_id):
+                stream.write(json.dumps(record) + "\n")
+        finally:
+            if out:
+                stream.close()
+
+
+@main.command("import")
+@_config_options
+@click.argument("path", type=click.Path(path_type=Path, exists=True, dir_okay=False))
+@click.option("--user", "user_id", help="Target user (default: the user named in the export).")
+@_domain_errors
+def import_cmd(
+    config_path: Path | None,
+    data_dir: Path | None,
+    model_dir: Path | None,
+    path: Path,
+    user_id: str | None,
+) -> None:
+    """Load an export made by `memoryd export` into a user with no data."""
+    records = (d for _, d in _jsonl(path))
+    header = next(records, None)
+    if header is None:
+        raise click.ClickException(f"{path} is empty")
+    target = user_id or header.get("user_id")
+    if not target:
+        raise click.UsageError("the export names no user: pass --user")
+    config = _load(config_path, data_dir=data_dir, model_dir=model_dir)
+    with _service(config) as service:
+        counts = service.import_user(target, _with_first(header, records))
+    click.echo(json.dumps({"user_id": target, **counts}, indent=2))
+
+
+def _with_first(first: dict[str, Any], rest: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    yield first
+    yield from rest
+
+
+@main.command()
+@_config_options
+@_domain_errors
+def doctor(config_path: Path | None, data_dir: Path | None, model_dir: Path | None) -> None:
+    """Print every setting (value, source, meaning) and check what the daemon needs."""
+    from memoryd.doctor import run_checks
+
+    path = config_path or default_config_path()
+    config = _load(config_path, data_dir=data_dir, model_dir=model_dir)
+    click.echo(f"memoryd {__version__}; config file: {path or '(none)'}\n")
+    for setting in SETTINGS:
+        value = config.value(setting.name)
+        if setting.name == "auth.token" and value:
+            value = "***"
+        source = "env" if setting.env in os.environ else "default/file"
+        click.echo(f"  {setting.name:32} = {value!s:24} [{source}] {setting.help}")
+    click.echo("")
+    problems = 0
+    for ok, what, why in run_checks(config):
+        problems += not ok
+        click.echo(f"  [{'ok' if ok else 'MISSING'}] {what}" + ("" if ok else f" — {why}"))
+    if problems:
+        raise click.ClickException(f"{problems} problem(s) found")
+
+
+@main.group("eval")
+def eval_group() -> None:
+    """Measure retrieval quality."""
+
+
+@eval_group.command("locomo")
+@_config_options
+@click.argument(
+    "path",
+    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    default=Path(__file__).resolve().parents[3] / "shared" / "data" / "locomo" / "locomo10.json",
+)
+@click.option("--k", "ks", default="5,10,25,50", show_default=True, help="Comma-separated k.")
+@click.option("--out", type=click.Path(path_type=Path, dir_okay=False), help="Also write here.")
+@click.option("--conversations", type=int, help="Only the first N conversations.")
+@_domain_errors
+def eval_locomo(
+    config_path: Path | None,
+    data_dir: Path | None,
+    model_dir: Path | None,
+    path: Path,
+    ks: str,
+    out: Path | None,
+    conversations: int | None,
+) -> None:
+    """LoCoMo evidence recall@k: BM25 alone, dense alone and the daemon's query path.
+
+    Each conversation goes into a fresh user in a temporary data directory (or --data-dir).
+    """
+    import tempfile
+
+    from memoryd.eval.locomo import run_locomo
+
+    try:
+        k_values = sorted({int(k) for k in ks.split(",") if k.strip()})
+    except ValueError as exc:
+        raise click.BadParameter(f"--k must be integers, got {ks!r}") from exc
+    with tempfile.TemporaryDirectory(prefix="memoryd-eval-") as tmp:
+        config = _load(config_path, data_dir=data_dir or Path(tmp), model_dir=model_dir)
+        with _service(config) as service:
+            report = run_locomo(service, path, k_values, limit=conversations)
+    text = report.format()
+    click.echo(text)
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text + "\n")
+        click.echo(f"written to {out}")

@@ -1,0 +1,61 @@
+"""Checks behind `memoryd doctor`: what is configured, what is missing, and why it matters."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+from memoryd.config import Config
+from memoryd.encoder import MANIFEST_FILE, MODEL_FILE, TOKENIZER_FILE, sha256_file
+
+ROUTER_HEAD_FILE = "router_head.npz"
+
+Check = tuple[bool, str, str]
+
+
+def _model_checks(model_dir: Path) -> Iterator[Check]:
+    for name, why in (
+        (MODEL_FILE, "the encoder: every ingest and query embeds text with it"),
+        (TOKENIZER_FILE, "the encoder's tokenizer"),
+        (ROUTER_HEAD_FILE, "the router head that types each turn"),
+        (MANIFEST_FILE, "records source, sha256 and measured fp32 agreement"),
+    ):
+        path = model_dir / name
+        yield path.is_file(), f"model file {path}", f"{why}; build it with `make models`"
+    manifest = model_dir / MANIFEST_FILE
+    if manifest.is_file() and (model_dir / MODEL_FILE).is_file():
+        recorded = json.loads(manifest.read_text()).get("files", {}).get(MODEL_FILE, {})
+        expected = recorded.get("sha256") if isinstance(recorded, dict) else None
+        ok = expected == sha256_file(model_dir / MODEL_FILE)
+        yield ok, "encoder sha256 matches the manifest", "the model file changed after the build"
+
+
+def _engine_check(engine: str) -> Check:
+    try:
+        importlib.import_module(engine)
+    except ImportError as exc:
+        return False, f"graph engine {engine!r} importable", f"{exc}; pip install {engine}"
+    return True, f"graph engine {engine!r} importable", ""
+
+
+def _data_dir_checks(data_dir: Path) -> Iterator[Check]:
+    target = data_dir if data_dir.exists() else data_dir.parent
+    writable = os.access(target, os.W_OK)
+    yield writable, f"data directory {data_dir} writable", "the journal and graphs are stored here"
+    token = data_dir / "token"
+    if token.exists():
+        mode = stat.S_IMODE(token.stat().st_mode)
+        yield mode == 0o600, f"token file {token} is mode 0600", f"it is {oct(mode)}: chmod 600"
+
+
+def run_checks(config: Config) -> list[Check]:
+    """Every check as (ok, what, why-it-matters)."""
+    checks = list(_model_checks(config.model_dir))
+    checks.append(_engine_check(config.graph_engine))
+    checks.append(_engine_check("hnswlib"))
+    checks += list(_data_dir_checks(config.data_dir))
+    return checks

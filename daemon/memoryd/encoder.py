@@ -1,0 +1,144 @@
+"""Sentence encoder: all-MiniLM-L6-v2 exported to ONNX, int8, run with onnxruntime.
+
+The model directory is what ``scripts/export_models.py`` builds: the quantized ONNX graph, the
+tokenizer and a ``manifest.json`` with the files' sha256. The graph outputs token states; mean
+pooling and L2 normalisation happen here, matching sentence-transformers' pipeline for this model.
+
+One text per call, always. With dynamic int8 quantisation the activations are quantised with a
+scale computed over the whole input tensor, so a sentence embedded in a batch depends on its
+batch-mates (and on their padding). Embedding texts alone keeps a vector reproducible from its
+text, which is what lets ``memoryd rebuild`` recompute exactly the journaled vectors.
+
+    encoder = Encoder(Path("models"))
+    vec = encoder.embed("I'm allergic to ibuprofen")   # float32, shape (384,), unit norm
+    encoder.close()
+
+Runtime dependencies are onnxruntime, tokenizers and numpy only: this module must never import
+torch or transformers (a test checks it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+from tokenizers import Tokenizer
+
+from memoryd.errors import ClosedError, ModelMissingError
+
+__all__ = [
+    "MANIFEST_FILE",
+    "MAX_TOKENS",
+    "MODEL_FILE",
+    "TOKENIZER_FILE",
+    "Encoder",
+    "sha256_file",
+]
+
+logger = logging.getLogger(__name__)
+
+MODEL_FILE = "minilm-l6-v2-int8.onnx"
+TOKENIZER_FILE = "tokenizer.json"
+MANIFEST_FILE = "manifest.json"
+MAX_TOKENS = 256
+"""Longer texts are truncated, as sentence-transformers does for this model (max_seq_length)."""
+
+
+def sha256_file(path: Path) -> str:
+    """Hex sha256 of a file, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _require(path: Path, what: str) -> Path:
+    if not path.is_file():
+        raise ModelMissingError(str(path), what)
+    return path
+
+
+def _verify_model(model_path: Path, manifest_path: Path) -> None:
+    """Check the ONNX file against the sha256 the export recorded in the manifest."""
+    manifest = json.loads(_require(manifest_path, "model manifest").read_text())
+    expected = manifest["files"][MODEL_FILE]["sha256"]
+    if sha256_file(model_path) != expected:
+        raise ModelMissingError(
+            str(model_path), f"ONNX encoder with the sha256 {expected} (from {MANIFEST_FILE})"
+        )
+
+
+def _load_tokenizer(path: Path) -> Tokenizer:
+    """Load the tokenizer set up for single texts: truncated to MAX_TOKENS, never padded."""
+    tokenizer = Tokenizer.from_file(str(path))
+    tokenizer.no_padding()
+    tokenizer.enable_truncation(max_length=MAX_TOKENS)
+    return tokenizer
+
+
+def _open_session(path: Path, threads: int) -> ort.InferenceSession:
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
+class Encoder:
+    """Embeds one text at a time into a unit-norm 384-d float32 vector.
+
+    Concurrent ``embed`` calls from several threads are safe (onnxruntime sessions and
+    tokenizers are); ``close`` must not race with them.
+    """
+
+    dim = 384
+
+    def __init__(self, model_dir: Path, threads: int = 1, verify: bool = True) -> None:
+        """Open the model built into ``model_dir``.
+
+        Args:
+            model_dir: directory holding ``minilm-l6-v2-int8.onnx``, ``tokenizer.json`` and
+                (when ``verify``) ``manifest.json``.
+            threads: onnxruntime intra-op threads for one ``embed`` call. 1 keeps latency
+                steady under load and leaves the other cores to concurrent calls; more
+                threads only pay off for long texts on an idle machine.
+            verify: check the ONNX file's sha256 against the manifest (costs ~50 ms).
+
+        Raises:
+            ModelMissingError: a file is missing (the message names it), or the ONNX file does
+                not match the manifest.
+        """
+        model_dir = Path(model_dir)
+        model_path = _require(model_dir / MODEL_FILE, "ONNX encoder")
+        tokenizer_path = _require(model_dir / TOKENIZER_FILE, "encoder tokenizer")
+        if verify:
+            _verify_model(model_path, model_dir / MANIFEST_FILE)
+        self._tokenizer = _load_tokenizer(tokenizer_path)
+        self._session: ort.InferenceSession | None = _open_session(model_path, threads)
+        logger.info("encoder loaded from %s (threads=%d)", model_path, threads)
+
+    def embed(self, text: str) -> np.ndarray:
+        """Return the embedding of ``text``: float32, shape ``(384,)``, L2 norm 1."""
+        session = self._session
+        if session is None:
+            raise ClosedError("encoder")
+        encoding = self._tokenizer.encode(text)
+        feeds = {
+            "input_ids": np.array([encoding.ids], dtype=np.int64),
+            "attention_mask": np.array([encoding.attention_mask], dtype=np.int64),
+            "token_type_ids": np.array([encoding.type_ids], dtype=np.int64),
+        }
+        (states,) = session.run(["last_hidden_state"], feeds)
+        # No padding, so every token counts: mean pooling is a plain mean over the sequence.
+        pooled = states[0].mean(axis=0, dtype=np.float32)
+        return pooled / max(float(np.linalg.norm(pooled)), 1e-12)
+
+    def close(self) -> None:
+        """Release the onnxruntime session; later ``embed`` calls raise ``ClosedError``."""
+        self._session = None

@@ -1,0 +1,499 @@
+"""Timestamps and time expressions, resolved without any date library.
+
+Two jobs: :func:`parse_timestamp` reads the timestamps clients send (ISO-8601, date-only, or the
+LoCoMo session format) into timezone-aware UTC; :func:`find_times` finds the dates, clock times and
+relative expressions inside a turn and resolves them against the turn's own time::
+
+    >>> now = parse_timestamp("1:56 pm on 8 May, 2023")
+    >>> [(m.text, m.value.date().isoformat()) for m in find_times("I ran yesterday", now)]
+    [('yesterday', '2023-05-07')]
+
+Conventions (all in UTC, all deterministic):
+- a day-granular value is midnight of that day, except parts of the day, which carry a
+  representative hour (morning 09:00, afternoon 15:00, evening 19:00, night 21:00);
+- a clock time alone ("at 5pm") falls on ``now``'s date; a date next to a clock time
+  ("tomorrow at 5pm", "1:56 pm on 8 May, 2023") merges into one minute-granular mention;
+- "last <weekday>" is the latest such day before today, "next <weekday>" the first after today,
+  "this <weekday>" the first from today on; a bare "on <weekday>" looks forward when its sentence
+  speaks of the future (will, need to, remind…) and back otherwise;
+- "last/next week" is ``now`` ∓ 7 days (day granularity), "last/next month" the first of that
+  month, "last/next year" the first of January of that year;
+- a day and month without a year take the year that puts the date nearest to ``now``, and
+  "on the 17th" the nearest month;
+- "last/this/next summer" is the first month of that season (month granularity, northern
+  hemisphere); "N days/weeks ago" (or "back") keeps day granularity, months and years keep
+  their own;
+- numeric dates like 5/8/2023 are not read (day-month order is ambiguous).
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Literal
+
+__all__ = ["Granularity", "TimeMention", "find_times", "parse_timestamp"]
+
+Granularity = Literal["minute", "day", "month", "year"]
+
+
+@dataclass(frozen=True)
+class TimeMention:
+    """A time expression found in a text: ``text[start:end]`` resolved to ``value`` (UTC)."""
+
+    text: str
+    start: int
+    end: int
+    value: datetime
+    granularity: Granularity
+
+
+MONTHS: dict[str, int] = {
+    name: i
+    for i, full in enumerate(calendar.month_name)
+    if full
+    for name in {full.lower(), full[:3].lower()}
+}
+MONTHS["sept"] = 9
+WEEKDAYS: dict[str, int] = {name.lower(): i for i, name in enumerate(calendar.day_name)}
+NUMBER_WORDS: dict[str, int] = {
+    "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
+    "seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12,
+    "a few": 3, "a couple of": 2, "a couple": 2, "couple of": 2, "several": 3,
+}  # fmt: skip
+SEASONS: dict[str, int] = {"spring": 3, "summer": 6, "fall": 9, "autumn": 9, "winter": 12}
+PARTS_OF_DAY: dict[str, int] = {"morning": 9, "afternoon": 15, "evening": 19, "night": 21}
+# Words that make a bare weekday ("on Friday") point forward rather than back.
+FUTURE_CUES = re.compile(
+    r"\b(?:will|shall|gonna|going to|plan(?:ning)?|remind|need to|have to|must|should|"
+    r"tomorrow|next|upcoming|can't wait|looking forward|schedul\w*|due)\b|'ll\b",
+    re.IGNORECASE,
+)
+
+_MONTH = "|".join(sorted(MONTHS, key=len, reverse=True))
+_FULL_MONTH = "|".join(m for m in calendar.month_name if m)
+_WEEKDAY = "|".join(WEEKDAYS)
+_NUMBER = r"\d{1,3}|" + "|".join(sorted(NUMBER_WORDS, key=len, reverse=True))
+_ORD = r"(?:st|nd|rd|th)?"
+_PREP = r"(?:(?:on|at|by|until|till|since|around|from)\s+)?"
+_AMPM = r"(?P<ap>[ap])(?:m\b|\.m\b\.?)"
+
+_LOCOMO = re.compile(
+    rf"^(?:(?P<h>\d{{1,2}}):(?P<mi>\d{{2}})\s*{_AMPM}\s+on\s+)?"
+    rf"(?P<d>\d{{1,2}})\s+(?P<mo>{_MONTH}),?\s+(?P<y>\d{{4}})$",
+    re.IGNORECASE,
+)
+
+
+def parse_timestamp(s: str) -> datetime:
+    """Parse a client timestamp into an aware UTC datetime.
+
+    Accepts ISO-8601 with or without an offset (a naive value is taken as UTC), an ISO date, and
+    the LoCoMo session format ("1:56 pm on 8 May, 2023", also without the clock part).
+    """
+    text = s.strip()
+    match = _LOCOMO.match(text)
+    if match:
+        value = _locomo_value(match)
+        if value is None:
+            raise ValueError(f"timestamp {s!r} names a day or time that does not exist")
+        return value
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(
+            f"timestamp {s!r} is not ISO-8601 (e.g. 2023-05-08T13:56:00Z, 2023-05-08) "
+            "nor the LoCoMo form '1:56 pm on 8 May, 2023'"
+        ) from None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _locomo_value(match: re.Match[str]) -> datetime | None:
+    day = _date(int(match["y"]), MONTHS[match["mo"].lower()], int(match["d"]))
+    if day is None:
+        return None
+    if match["h"] is None:
+        return _at(day)
+    clock = _clock(int(match["h"]), int(match["mi"]), match["ap"])
+    return None if clock is None else _at(day, clock)
+
+
+@dataclass(frozen=True)
+class _Found:
+    """A resolved match before overlap removal; ``clock`` marks a time of day without a date."""
+
+    start: int
+    end: int
+    value: datetime
+    granularity: Granularity
+    clock: bool = False
+
+
+_Resolver = Callable[[re.Match[str], datetime, str], "tuple[datetime, Granularity] | None"]
+
+
+def _date(year: int, month: int, day: int) -> date | None:
+    try:
+        return date(year, month, day)
+    except ValueError:
+        return None
+
+
+def _at(day: date, clock: time = time()) -> datetime:
+    return datetime.combine(day, clock, tzinfo=UTC)
+
+
+def _clock(hour: int, minute: int, ampm: str | None) -> time | None:
+    if minute > 59:
+        return None
+    if ampm:
+        if not 1 <= hour <= 12:
+            return None
+        hour = hour % 12 + (12 if ampm.lower() == "p" else 0)
+    elif hour > 23:
+        return None
+    return time(hour, minute)
+
+
+def _number(word: str) -> int:
+    word = " ".join(word.lower().split())
+    return int(word) if word.isdigit() else NUMBER_WORDS[word]
+
+
+def _month_offset(day: date, months: int) -> tuple[int, int]:
+    """(year, month) ``months`` months from ``day``'s month."""
+    year, month = divmod(day.year * 12 + day.month - 1 + months, 12)
+    return year, month + 1
+
+
+def _add_months(day: date, months: int) -> date:
+    year, month = _month_offset(day, months)
+    return date(year, month, min(day.day, calendar.monthrange(year, month)[1]))
+
+
+def _nearest_year(month: int, day: int, today: date) -> date | None:
+    """The date with this month and day nearest to ``today`` (a year-less date)."""
+    options = [_date(today.year + k, month, day) for k in (-1, 0, 1)]
+    valid = [d for d in options if d is not None]
+    return min(valid, key=lambda d: abs((d - today).days)) if valid else None
+
+
+def _sentence_around(text: str, start: int, end: int) -> str:
+    left = max(text.rfind(c, 0, start) for c in ".!?\n")
+    rights = [i for i in (text.find(c, end) for c in ".!?\n") if i != -1]
+    return text[left + 1 : min(rights, default=len(text))]
+
+
+def _shift_weekday(today: date, weekday: int, mode: str) -> date:
+    """Resolve a weekday: ``past`` (< today), ``future`` (> today) or ``upcoming`` (>= today)."""
+    ahead = (weekday - today.weekday()) % 7
+    if mode == "past":
+        return today - timedelta(days=(today.weekday() - weekday) % 7 or 7)
+    if mode == "future":
+        return today + timedelta(days=ahead or 7)
+    return today + timedelta(days=ahead)
+
+
+def _with_part(day: date, part: str | None) -> datetime:
+    return _at(day, time(PARTS_OF_DAY[part.lower()])) if part else _at(day)
+
+
+def _r_clock(m: re.Match[str], now: datetime, _: str) -> tuple[datetime, Granularity] | None:
+    """A clock time on ``now``'s date; a bare number ("at 5") is not taken as a time."""
+    if m["word"]:
+        clock: time | None = time(12) if m["word"].lower() == "noon" else time(0)
+    elif m["mi"] is None and m["ap"] is None and m["oclock"] is None:
+        return None
+    else:
+        clock = _clock(int(m["h"]), int(m["mi"] or 0), m["ap"])
+    return None if clock is None else (_at(now.date(), clock), "minute")
+
+
+def _r_iso(m: re.Match[str], _now: datetime, _text: str) -> tuple[datetime, Granularity] | None:
+    try:
+        value = parse_timestamp(m["iso"])
+    except ValueError:
+        return None
+    return value, ("day" if m["h"] is None else "minute")
+
+
+def _r_day_month(m: re.Match[str], now: datetime, _: str) -> tuple[datetime, Granularity] | None:
+    month, day = MONTHS[m["mo"].lower()], int(m["d"])
+    found = _date(int(m["y"]), month, day) if m["y"] else _nearest_year(month, day, now.date())
+    return None if found is None else (_at(found), "day")
+
+
+def _r_month_year(m: re.Match[str], now: datetime, _: str) -> tuple[datetime, Granularity] | None:
+    """Resolve "in June", "May 2023"; a bare month needs a preposition or a year (not "May I")."""
+    if m["pre"] is None and m["y"] is None:
+        return None
+    year = int(m["y"]) if m["y"] else now.year
+    return _at(date(year, MONTHS[m["mo"].lower()], 1)), "month"
+
+
+def _r_year(m: re.Match[str], _now: datetime, _text: str) -> tuple[datetime, Granularity]:
+    return _at(date(int(m["y"]), 1, 1)), "year"
+
+
+def _r_weekday_nth(m: re.Match[str], now: datetime, _: str) -> tuple[datetime, Granularity] | None:
+    """Resolve "Friday the 13th" to the nearest month whose ``nth`` falls on that weekday."""
+    weekday, nth, today = WEEKDAYS[m["wd"].lower()], int(m["n"]), now.date()
+    candidates = [_date(*_month_offset(today, k), nth) for k in range(-12, 13)]
+    hits = [d for d in candidates if d is not None and d.weekday() == weekday]
+    if not hits:
+        return None
+    return _at(min(hits, key=lambda d: abs((d - today).days))), "day"
+
+
+def _r_weekday(m: re.Match[str], now: datetime, text: str) -> tuple[datetime, Granularity]:
+    mod = (m["mod"] or "").lower()
+    if mod == "last" or mod == "since":
+        mode = "past"
+    elif mod == "next":
+        mode = "future"
+    elif mod in ("this", "by", "until", "till"):
+        mode = "upcoming"
+    else:
+        future = FUTURE_CUES.search(_sentence_around(text, m.start(), m.end()))
+        mode = "future" if future else "past"
+    day = _shift_weekday(now.date(), WEEKDAYS[m["wd"].lower()], mode)
+    return _with_part(day, m["pod"]), "day"
+
+
+def _r_named_day(m: re.Match[str], now: datetime, _: str) -> tuple[datetime, Granularity]:
+    word = " ".join(m["word"].lower().split())
+    offsets = {
+        "today": 0, "tonight": 0, "yesterday": -1, "tomorrow": 1, "last night": -1,
+        "the day before yesterday": -2, "the day after tomorrow": 2,
+    }  # fmt: skip
+    day = now.date() + timedelta(days=offsets[word])
+    part = m["pod"] or ("night" if word in ("tonight", "last night") else None)
+    return _with_part(day, part), "day"
+
+
+def _r_this_part(m: re.Match[str], now: datetime, _: str) -> tuple[datetime, Granularity]:
+    return _with_part(now.date(), m["pod"]), "day"
+
+
+def _r_offset(m: re.Match[str], now: datetime, _: str) -> tuple[datetime, Granularity]:
+    """Resolve "3 days ago", "in 2 hours": ``now`` moved by a count of units."""
+    count = _number(m["n"]) * (-1 if "ago" in m.groupdict() else 1)
+    unit = m["unit"].lower()
+    if unit in ("minute", "min", "hour"):
+        delta = timedelta(minutes=count) if unit != "hour" else timedelta(hours=count)
+        return now + delta, "minute"
+    if unit in ("day", "week"):
+        days = count * (7 if unit == "week" else 1)
+        return _at(now.date() + timedelta(days=days)), "day"
+    if unit == "month":
+        return _at(_add_months(now.date(), count)), "month"
+    return _at(date(now.year + count, 1, 1)), "year"
+
+
+def _r_nth_day(m: re.Match[str], now: datetime, _: str) -> tuple[datetime, Granularity] | None:
+    """Resolve "on the 17th" to the nearest date with that day of the month."""
+    nth, today = int(m["n"]), now.date()
+    candidates = [_date(*_month_offset(today, k), nth) for k in (-1, 0, 1)]
+    valid = [d for d in candidates if d is not None]
+    if not valid:
+        return None
+    return _at(min(valid, key=lambda d: abs((d - today).days))), "day"
+
+
+def _r_season(m: re.Match[str], now: datetime, _: str) -> tuple[datetime, Granularity]:
+    """Resolve "last summer", "this winter" to the first month of that season (northern
+    hemisphere: spring March, summer June, fall September, winter December)."""
+    first = SEASONS[m["season"].lower()]
+    today, mod = now.date(), m["mod"].lower()
+    start = date(today.year - (1 if first == 12 and today.month < 3 else 0), first, 1)
+    ongoing_or_past = start <= today
+    if mod in ("last", "past"):
+        ended = _add_months(start, 3) <= today
+        start = start if ended else date(start.year - 1, first, 1)
+    elif mod == "next" and ongoing_or_past:
+        start = date(start.year + 1, first, 1)
+    return _at(start), "month"
+
+
+def _r_relative_period(m: re.Match[str], now: datetime, _: str) -> tuple[datetime, Granularity]:
+    """Resolve "last week", "this month", "next year", "last weekend"."""
+    step = {"last": -1, "past": -1, "this": 0, "next": 1}[m["mod"].lower()]
+    unit, today = m["unit"].lower(), now.date()
+    if unit == "week":
+        return _at(today + timedelta(days=7 * step)), "day"
+    if unit == "weekend":
+        mode = {-1: "past", 0: "upcoming", 1: "future"}[step]
+        saturday = _shift_weekday(today, 5, mode)
+        if step == 1:
+            saturday += timedelta(days=7 if today.weekday() >= 5 else 0)
+        return _at(saturday), "day"
+    if unit == "month":
+        return _at(_add_months(today.replace(day=1), step)), "month"
+    return _at(date(today.year + step, 1, 1)), "year"
+
+
+@dataclass(frozen=True)
+class _Pattern:
+    """A time pattern; it runs only when the lower-cased text contains one of ``triggers``
+    (most turns hold no digit and no date word, so most patterns are skipped cheaply)."""
+
+    regex: re.Pattern[str]
+    resolve: _Resolver
+    triggers: tuple[str, ...]
+    clock: bool = False
+
+
+def _pattern(
+    regex: str, resolve: _Resolver, triggers: tuple[str, ...], clock: bool = False
+) -> _Pattern:
+    return _Pattern(re.compile(regex, re.IGNORECASE), resolve, triggers, clock)
+
+
+_DIGITS = tuple("0123456789")
+_PATTERNS: tuple[_Pattern, ...] = (
+    _pattern(
+        rf"\bon\s+the\s+(?P<n>\d{{1,2}})(?:st|nd|rd|th)\b(?!\s+(?:of\s+)?(?:{_MONTH})\b)",
+        _r_nth_day,
+        ("on the",),
+    ),
+    _pattern(
+        r"\b(?P<mod>last|this|next|past)\s+(?P<season>spring|summer|fall|autumn|winter)\b",
+        _r_season,
+        ("spring", "summer", "fall", "autumn", "winter"),
+    ),
+    _pattern(
+        rf"(?:\b(?:at|by|around|from|until|till)\s+)?\b(?:(?P<word>noon|midnight)|"
+        rf"(?P<h>\d{{1,2}})(?::(?P<mi>\d{{2}}))?(?:\s*{_AMPM}|(?P<oclock>\s+o'?clock\b))?)"
+        r"(?![\w:/-])",
+        _r_clock,
+        (*_DIGITS, "noon", "midnight"),
+        clock=True,
+    ),
+    _pattern(
+        rf"{_PREP}\b(?P<iso>\d{{4}}-\d{{2}}-\d{{2}}"
+        r"(?:[T ](?P<h>\d{2}):\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?)\b",
+        _r_iso,
+        ("-",),
+    ),
+    _pattern(
+        rf"{_PREP}\b(?:the\s+)?(?P<d>\d{{1,2}}){_ORD}\s+(?:of\s+)?(?P<mo>{_MONTH})\b\.?"
+        r"(?:,?\s+(?P<y>\d{4})\b)?",
+        _r_day_month,
+        _DIGITS,
+    ),
+    _pattern(
+        rf"{_PREP}\b(?P<mo>{_MONTH})\.?\s+(?:the\s+)?(?P<d>\d{{1,2}}){_ORD}\b"
+        r"(?:,?\s+(?P<y>\d{4})\b)?",
+        _r_day_month,
+        _DIGITS,
+    ),
+    _pattern(
+        rf"(?:\b(?P<pre>in|during|since|until|by|of|from|early|late|mid)\s+)?"
+        rf"\b(?P<mo>(?-i:{_FULL_MONTH}))(?:,?\s+(?P<y>\d{{4}}))?\b(?![-/])",
+        _r_month_year,
+        tuple(m.lower() for m in calendar.month_name if m),
+    ),
+    _pattern(
+        r"\b(?:back\s+)?(?:in|since|during|until|by|from)\s+(?P<y>(?:19|20)\d{2})\b(?![-/])",
+        _r_year,
+        ("19", "20"),
+    ),
+    _pattern(
+        rf"(?:\bon\s+)?\b(?P<wd>{_WEEKDAY})\s+the\s+(?P<n>\d{{1,2}})(?:st|nd|rd|th)\b",
+        _r_weekday_nth,
+        ("day the",),
+    ),
+    _pattern(
+        rf"(?:\b(?P<mod>last|next|this|on|by|until|till|since)\s+)?\b(?P<wd>{_WEEKDAY})\b"
+        r"(?:\s+(?P<pod>morning|afternoon|evening|night)\b)?",
+        _r_weekday,
+        ("day",),
+    ),
+    _pattern(
+        r"\b(?P<word>the\s+day\s+before\s+yesterday|the\s+day\s+after\s+tomorrow|today|"
+        r"tonight|last\s+night|yesterday|tomorrow)\b"
+        r"(?:\s+(?P<pod>morning|afternoon|evening|night)\b)?",
+        _r_named_day,
+        ("today", "tonight", "night", "yesterday", "tomorrow"),
+    ),
+    _pattern(r"\bthis\s+(?P<pod>morning|afternoon|evening)\b", _r_this_part, ("this",)),
+    _pattern(
+        rf"\b(?P<n>{_NUMBER})\s+(?P<unit>min(?:ute)?|hour|day|week|month|year)s?\s+"
+        r"(?P<ago>ago|back|earlier)\b",
+        _r_offset,
+        ("ago", "back", "earlier"),
+    ),
+    _pattern(
+        rf"\bin\s+(?P<n>{_NUMBER})\s+(?P<unit>min(?:ute)?|hour|day|week|month|year)s?\b",
+        _r_offset,
+        ("min", "hour", "day", "week", "month", "year"),
+    ),
+    _pattern(
+        r"\b(?P<mod>last|past|this|next)\s+(?P<unit>weekend|week|month|year)\b",
+        _r_relative_period,
+        ("week", "month", "year"),
+    ),
+)
+_JOIN_GAP = re.compile(r"[\s,]*(?:(?:at|on|@)\b)?[\s,]*")
+
+
+def find_times(text: str, now: datetime) -> list[TimeMention]:
+    """Find and resolve the time expressions in ``text`` against ``now``, in text order.
+
+    Overlapping matches keep the earliest, then the longest; an adjacent date and clock time
+    merge into one minute-granular mention.
+    """
+    if now.tzinfo is None:
+        now = now.replace(tzinfo=UTC)
+    found = _merge_adjacent(text, _non_overlapping(_candidates(text, now)))
+    return [
+        TimeMention(text[f.start : f.end], f.start, f.end, f.value, f.granularity) for f in found
+    ]
+
+
+def _candidates(text: str, now: datetime) -> list[_Found]:
+    lower = text.lower()
+    out: list[_Found] = []
+    for p in _PATTERNS:
+        if not any(t in lower for t in p.triggers):
+            continue
+        for m in p.regex.finditer(text):
+            resolved = p.resolve(m, now, text)
+            if resolved is not None:
+                out.append(_Found(m.start(), m.end(), resolved[0], resolved[1], p.clock))
+    return out
+
+
+def _non_overlapping(found: list[_Found]) -> list[_Found]:
+    kept: list[_Found] = []
+    for f in sorted(found, key=lambda f: (f.start, -(f.end - f.start))):
+        if not kept or f.start >= kept[-1].end:
+            kept.append(f)
+    return kept
+
+
+def _merge_adjacent(text: str, found: list[_Found]) -> list[_Found]:
+    """Join "tomorrow at 5pm" and "1:56 pm on 8 May" into one minute-granular mention."""
+    out: list[_Found] = []
+    for f in found:
+        prev = out[-1] if out else None
+        if prev is not None and _joinable(text, prev, f):
+            day, clock = (f, prev) if prev.clock else (prev, f)
+            value = datetime.combine(day.value.date(), clock.value.timetz())
+            out[-1] = _Found(prev.start, f.end, value, "minute")
+        else:
+            out.append(f)
+    return out
+
+
+def _joinable(text: str, a: _Found, b: _Found) -> bool:
+    """A clock time and a day-granular date separated only by spaces, commas, "at" or "on"."""
+    day = a if b.clock else b
+    return (
+        a.clock != b.clock
+        and day.granularity == "day"
+        and _JOIN_GAP.fullmatch(text[a.end : b.start]) is not None
+    )

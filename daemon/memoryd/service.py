@@ -1,0 +1,524 @@
+"""MemoryService: the one façade that the HTTP API, the MCP tools and the CLI call.
+
+It owns the encoder and router (shared by all users) and one :class:`Workspace` per open user,
+and hands work to the modules that do it: routing (``router``), extraction (``memory``),
+retrieval (``retrieve``) and storage (``store`` via ``workspace``). Every public method is
+blocking; async callers run it through ``memoryd.api.concurrency.run_blocking``.
+
+    service = MemoryService.from_config(load_config(environ=os.environ))
+    service.ingest("alice", [NewTurn(session_id="s1", role=Role.USER, text="I live in Oslo")])
+    result = service.query("alice", QueryParams(query="where do I live?"))
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import fcntl
+import hashlib
+import logging
+import os
+import re
+import shutil
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from memoryd import __version__
+from memoryd.config import Config
+from memoryd.encoder import Encoder
+from memoryd.errors import (
+    ConflictError,
+    DataDirBusyError,
+    InvalidInputError,
+    InvalidUserIdError,
+    MemoryNotFoundError,
+    TurnNotFoundError,
+    UserNotFoundError,
+)
+from memoryd.memory.build import build_memories
+from memoryd.memory.extract import extract
+from memoryd.memory.models import (
+    Label,
+    Memory,
+    MemoryType,
+    Role,
+    Turn,
+    memory_from_payload,
+    memory_type,
+    to_payload,
+    turn_from_payload,
+)
+from memoryd.retrieve import Fusion, QueryParams, QueryResult, RetrievalConfig, Stores, retrieve
+from memoryd.router import Router, RouterHead
+from memoryd.store.journal import LogKind, TurnEntry
+from memoryd.workspace import Workspace
+
+log = logging.getLogger(__name__)
+
+USER_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+USERS_DIR = "users"
+LOCK_FILE = ".lock"
+EXPORT_FORMAT = "memoryd.export"
+EXPORT_VERSION = 1
+ROUTER_HEAD_FILE = "router_head.npz"
+
+
+@dataclass(frozen=True)
+class NewTurn:
+    """A turn as a client sends it. ``turn_id`` defaults to a hash of session, role, ts, text."""
+
+    session_id: str
+    role: Role
+    text: str
+    ts: datetime | None = None
+    speaker: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    turn_id: str | None = None
+
+    def resolved_id(self) -> str:
+        if self.turn_id:
+            return self.turn_id
+        ts = self.ts.isoformat() if self.ts else ""
+        key = "\x1f".join((self.session_id, self.role.value, ts, self.text))
+        return "t_" + hashlib.sha256(key.encode()).hexdigest()[:24]
+
+
+@dataclass(frozen=True)
+class MemoryPatch:
+    """Editable parts of a memory; ``None`` leaves a part unchanged."""
+
+    text: str | None = None
+    importance: float | None = None
+
+
+def check_user_id(user_id: str) -> str:
+    if not USER_ID.match(user_id):
+        raise InvalidUserIdError(user_id)
+    return user_id
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class MemoryService:
+    """The running system. Build it with :meth:`from_config`; ``close()`` when done.
+
+    Parameters: ``config`` (validated settings), ``encoder`` (sentence encoder), ``router``
+    (memory-type router), ``owns_encoder`` (close the encoder on close; true when built by
+    :meth:`from_config`). Takes an exclusive lock on ``config.data_dir`` so that a second process
+    cannot open the same stores.
+    """
+
+    def __init__(
+        self, config: Config, encoder: Encoder, router: Router, *, owns_encoder: bool = False
+    ) -> None:
+        self.config = config
+        self._owns_encoder = owns_encoder
+        self.encoder = encoder
+        self.router = router
+        self.retrieval = RetrievalConfig(
+            fusion=Fusion(config.retrieval_fusion),
+            rrf_k=config.retrieval_rrf_k,
+            bm25_weight=config.retrieval_bm25_weight,
+            dense_weight=config.retrieval_dense_weight,
+            session_weight=config.retrieval_session_weight,
+            candidates=config.retrieval_candidates,
+        )
+        self.users_dir = config.data_dir / USERS_DIR
+        self.users_dir.mkdir(parents=True, exist_ok=True)
+        self._lock_fd = _lock_data_dir(config.data_dir)
+        self._lock = threading.Lock()
+        self._open_locks: dict[str, threading.Lock] = {}
+        self._workspaces: OrderedDict[str, Workspace] = OrderedDict()
+        self._leases: dict[str, int] = {}
+        self._closed = False
+
+    @classmethod
+    def from_config(cls, config: Config) -> MemoryService:
+        encoder = Encoder(config.model_dir, threads=config.encoder_threads)
+        head = RouterHead.load(config.model_dir / ROUTER_HEAD_FILE)
+        router = Router(head, threshold=config.router_threshold)
+        return cls(config, encoder, router, owns_encoder=True)
+
+    # -- workspaces --------------------------------------------------------------------------
+
+    def _user_dir(self, user_id: str) -> Path:
+        return self.users_dir / check_user_id(user_id)
+
+    def user_exists(self, user_id: str) -> bool:
+        return self._user_dir(user_id).is_dir()
+
+    @contextmanager
+    def _workspace(self, user_id: str, create: bool = False) -> Iterator[Workspace]:
+        """Lease the user's workspace, opening it (and replaying) on first use."""
+        directory = self._user_dir(user_id)
+        if not create and not directory.is_dir():
+            raise UserNotFoundError(user_id)
+        with self._lock:
+            open_lock = self._open_locks.setdefault(user_id, threading.Lock())
+        with open_lock:
+            with self._lock:
+                ws = self._workspaces.get(user_id)
+            if ws is None:
+                ws = Workspace(user_id, directory, self.config, self.encoder.dim)
+                log.info("opened user %s", user_id)
+            with self._lock:
+                self._workspaces[user_id] = ws
+                self._workspaces.move_to_end(user_id)
+                self._leases[user_id] = self._leases.get(user_id, 0) + 1
+        try:
+            yield ws
+        finally:
+            with self._lock:
+                self._leases[user_id] -= 1
+            self._evict()
+
+    def _evict(self) -> None:
+        """Close least-recently-used idle workspaces beyond ``limits.max_open_users``."""
+        victims = []
+        with self._lock:
+            excess = len(self._workspaces) - self.config.limits_max_open_users
+            for uid in list(self._workspaces):
+                if excess <= 0:
+                    break
+                if self._leases.get(uid, 0) == 0:
+                    victims.append(self._workspaces.pop(uid))
+                    excess -= 1
+        for ws in victims:
+            ws.close()
+            log.info("closed idle user %s", ws.user_id)
+
+    # -- write path --------------------------------------------------------------------------
+
+    def ingest(
+        self, user_id: str, turns: Sequence[NewTurn], now: datetime | None = None
+    ) -> list[dict[str, Any]]:
+        """Route, extract and durably store ``turns``; one reply per turn, in order.
+
+        A turn id already stored (or repeated in the batch) returns its first reply with
+        ``duplicate: true`` and writes nothing.
+        """
+        now = now or _now()
+        self._check_turns(turns)
+        ids = [t.resolved_id() for t in turns]
+        committed: set[str] = set()
+        with self._workspace(user_id, create=True) as ws:
+            replies = ws.journal.replies(ids)
+            prepared: dict[str, TurnEntry] = {}
+            for new, turn_id in zip(turns, ids, strict=True):
+                if turn_id not in replies and turn_id not in prepared:
+                    prepared[turn_id] = self._prepare(new, turn_id, now)
+            if prepared:
+                entries = list(prepared.values())
+                committed, stored = ws.writer.call(lambda: self._commit(ws, entries))
+                replies.update(stored)
+        out = []
+        for turn_id in ids:
+            out.append({**replies[turn_id], "duplicate": turn_id not in committed})
+            committed.discard(turn_id)
+        return out
+
+    def _check_turns(self, turns: Sequence[NewTurn]) -> None:
+        limit = self.config.limits_max_turn_bytes
+        if not 1 <= len(turns) <= self.config.limits_max_turns_per_request:
+            raise InvalidInputError(
+                f"send 1-{self.config.limits_max_turns_per_request} turns, not {len(turns)}"
+            )
+        for i, t in enumerate(turns):
+            if not t.text.strip():
+                raise InvalidInputError(f"turns[{i}].text is empty")
+            if len(t.text.encode()) > limit:
+                raise InvalidInputError(f"turns[{i}].text is over {limit} bytes")
+
+    def _prepare(self, new: NewTurn, turn_id: str, now: datetime) -> TurnEntry:
+        vector = self.encoder.embed(new.text)
+        decision = self.router.route(vector, new.text)
+        turn = Turn(
+            turn_id=turn_id,
+            session_id=new.session_id,
+            role=new.role,
+            text=new.text,
+            ts=new.ts or now,
+            speaker=new.speaker,
+            metadata=dict(new.metadata),
+            labels=decision.labels,
+            confidence=decision.confidence,
+            routed_by=decision.routed_by,
+        )
+        memories = build_memories(turn, extract(turn.text, turn.ts))
+        reply = {
+            "turn_id": turn_id,
+            "labels": [label.value for label in turn.labels],
+            "confidence": round(turn.confidence, 4),
+            "routed_by": turn.routed_by.value,
+            "memories": [{"id": m.id, "type": memory_type(m).value} for m in memories],
+        }
+        return TurnEntry(turn, vector, memories, reply)
+
+    @staticmethod
+    def _commit(
+        ws: Workspace, entries: list[TurnEntry]
+    ) -> tuple[set[str], dict[str, dict[str, Any]]]:
+        """On the writer: skip ids journaled since the caller looked, commit the rest.
+
+        Returns the committed ids and the reply of every entry (stored first replies for the
+        skipped ones)."""
+        stored = ws.journal.replies([e.turn.turn_id for e in entries])
+        fresh = [e for e in entries if e.turn.turn_id not in stored]
+        if fresh:
+            ws.commit_turns(fresh)
+        return {e.turn.turn_id for e in fresh}, stored | {e.turn.turn_id: e.reply for e in fresh}
+
+    # -- read path ---------------------------------------------------------------------------
+
+    def query(self, user_id: str, params: QueryParams) -> QueryResult:
+        """Typed, explained retrieval. A user with no data gets an empty result."""
+        check_user_id(user_id)
+        if not params.query.strip():
+            raise InvalidInputError("query is empty")
+        if not self.user_exists(user_id):
+            return QueryResult()
+        vector = self.encoder.embed(params.query)
+        with self._workspace(user_id) as ws:
+            stores = Stores(ws.journal, ws.graph, ws.vectors)
+            return retrieve(stores, vector, params, self.retrieval)
+
+    def get_turn(self, user_id: str, turn_id: str) -> dict[str, Any]:
+        with self._workspace(user_id) as ws:
+            found = ws.journal.turn(turn_id)
+            if found is None:
+                raise TurnNotFoundError(user_id, turn_id)
+            turn, _, reply = found
+            memories = ws.journal.memories_of_turn(turn_id)
+        return {
+            **_turn_dict(turn),
+            "memories": [{"id": s.memory.id, "type": s.type.value} for s in memories],
+            "reply": reply,
+        }
+
+    def list_turns(
+        self, user_id: str, session_id: str | None, limit: int, cursor: int = 0
+    ) -> dict[str, Any]:
+        with self._workspace(user_id) as ws:
+            rows = ws.journal.turns(session_id, limit, after_seq=cursor)
+        return {
+            "turns": [_turn_dict(t) for _, t in rows],
+            "next_cursor": rows[-1][0] if len(rows) == limit else None,
+        }
+
+    def list_memories(
+        self, user_id: str, types: Sequence[MemoryType], limit: int, cursor: int = 0
+    ) -> dict[str, Any]:
+        with self._workspace(user_id) as ws:
+            stored = ws.journal.list_memories(types or tuple(MemoryType), limit, after_num=cursor)
+        return {
+            "memories": [_memory_dict(s.memory, s.type) for s in stored],
+            "next_cursor": stored[-1].num if len(stored) == limit else None,
+        }
+
+    def get_memory(self, user_id: str, memory_id: str) -> dict[str, Any]:
+        with self._workspace(user_id) as ws:
+            stored = ws.journal.memory(memory_id)
+        if stored is None:
+            raise MemoryNotFoundError(user_id, memory_id)
+        return _memory_dict(stored.memory, stored.type)
+
+    def patch_memory(self, user_id: str, memory_id: str, patch: MemoryPatch) -> dict[str, Any]:
+        """Edit a memory's text (re-embedded) or importance; journaled, then projected."""
+        if patch.text is not None and not patch.text.strip():
+            raise InvalidInputError("text is empty")
+        if patch.importance is not None and not 1.0 <= patch.importance <= 10.0:
+            raise InvalidInputError("importance must be in [1, 10]")
+        vector = self.encoder.embed(patch.text) if patch.text is not None else None
+        with self._workspace(user_id) as ws:
+
+            def write() -> Memory:
+                stored = ws.journal.memory(memory_id)
+                if stored is None:
+                    raise MemoryNotFoundError(user_id, memory_id)
+                memory = stored.memory
+                if patch.text is not None:
+                    memory = dataclasses.replace(memory, text=patch.text)
+                if patch.importance is not None:
+                    header = dataclasses.replace(memory.header, importance=patch.importance)
+                    memory = dataclasses.replace(memory, header=header)
+                ws.patch_memory(memory, vector)
+                return memory
+
+            memory = ws.writer.call(write)
+        return _memory_dict(memory, memory_type(memory))
+
+    def delete_memory(self, user_id: str, memory_id: str) -> dict[str, Any]:
+        with self._workspace(user_id) as ws:
+
+            def write() -> None:
+                if ws.journal.memory(memory_id) is None:
+                    raise MemoryNotFoundError(user_id, memory_id)
+                ws.delete_memory(memory_id)
+
+            ws.writer.call(write)
+        return {"id": memory_id, "deleted": True}
+
+    # -- users -------------------------------------------------------------------------------
+
+    def users(self) -> list[str]:
+        return sorted(p.name for p in self.users_dir.iterdir() if p.is_dir())
+
+    def delete_user(self, user_id: str) -> dict[str, int]:
+        """Remove the user's journal, graph, vectors and router data; return what was removed."""
+        directory = self._user_dir(user_id)
+        with self._workspace(user_id) as ws:
+            counts = ws.counts()
+        with self._lock:
+            open_lock = self._open_locks.setdefault(user_id, threading.Lock())
+        with open_lock:
+            with self._lock:
+                ws = self._workspaces.pop(user_id, None)
+            if ws is not None:
+                ws.close()
+            files = sum(1 for p in directory.rglob("*") if p.is_file())
+            shutil.rmtree(directory)
+        log.info("deleted user %s (%d turns)", user_id, counts.get("turns", 0))
+        return {
+            "turns": counts.get("turns", 0),
+            "memories": sum(v for k, v in counts.items() if k.startswith("memories_")),
+            "vectors": sum(v for k, v in counts.items() if k.startswith("vectors_")),
+            "graph_nodes": sum(
+                v for k, v in counts.items() if k.startswith("graph_") and k != "graph_FACT"
+            ),
+            "files": files,
+        }
+
+    def rebuild(self, user_id: str) -> dict[str, int]:
+        """Recreate the user's graph and vectors from the journal."""
+        with self._workspace(user_id) as ws:
+            return ws.writer.call(ws.rebuild)
+
+    def counts(self, user_id: str) -> dict[str, int]:
+        with self._workspace(user_id) as ws:
+            return ws.counts()
+
+    def open_counts(self) -> dict[str, dict[str, int]]:
+        """Store sizes of the users whose stores are open now (for /metrics)."""
+        with self._lock:
+            workspaces = list(self._workspaces.values())
+        return {ws.user_id: ws.journal.counts() | ws.vectors.counts() for ws in workspaces}
+
+    # -- export / import ---------------------------------------------------------------------
+
+    def export_user(self, user_id: str) -> Iterator[dict[str, Any]]:
+        """The user's journal as versioned records: a header, then every log entry in order."""
+        with self._workspace(user_id) as ws:
+            yield {
+                "format": EXPORT_FORMAT,
+                "version": EXPORT_VERSION,
+                "memoryd": __version__,
+                "user_id": user_id,
+                "exported_at": _now().isoformat(),
+            }
+            for entry in ws.journal.entries():
+                record: dict[str, Any] = {
+                    "seq": entry.seq,
+                    "kind": entry.kind.value,
+                    "ref": entry.ref,
+                    "payload": entry.payload,
+                }
+                if entry.kind is LogKind.TURN:
+                    found = ws.journal.turn(entry.ref)
+                    if found is not None:
+                        record["embedding"] = _b64(found[1])
+                        record["reply"] = found[2]
+                yield record
+
+    def import_user(self, user_id: str, records: Iterable[dict[str, Any]]) -> dict[str, int]:
+        """Load an export into a user that has no data yet; returns counts."""
+        if self.user_exists(user_id):
+            raise ConflictError(f"user {user_id!r} already has data; delete it first")
+        iterator = iter(records)
+        header = next(iterator, None)
+        if not header or header.get("format") != EXPORT_FORMAT:
+            raise InvalidInputError("not a memoryd export (first line must be its header)")
+        if header.get("version") != EXPORT_VERSION:
+            raise InvalidInputError(f"export version {header.get('version')} is not supported")
+        applied = 0
+        with self._workspace(user_id, create=True) as ws:
+            for record in iterator:
+                ws.writer.call(lambda r=record: _import_record(ws, r))
+                applied += 1
+            counts = ws.counts()
+        return {"records": applied, **counts}
+
+    def save_all(self) -> None:
+        """Persist the vector indexes of every open user (on each user's writer)."""
+        with self._lock:
+            workspaces = list(self._workspaces.values())
+        for ws in workspaces:
+            ws.writer.call(ws.save)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with self._lock:
+            workspaces = list(self._workspaces.values())
+            self._workspaces.clear()
+        for ws in workspaces:
+            try:
+                ws.close()
+            except Exception:
+                log.exception("closing user %s failed", ws.user_id)
+        if self._owns_encoder:
+            self.encoder.close()
+        os.close(self._lock_fd)
+
+
+def _import_record(ws: Workspace, record: dict[str, Any]) -> None:
+    kind = LogKind(record["kind"])
+    payload = record["payload"]
+    if kind is LogKind.TURN:
+        turn = turn_from_payload(payload["turn"])
+        memories = [
+            memory_from_payload(MemoryType(m["type"]), m["record"]) for m in payload["memories"]
+        ]
+        embedding = np.frombuffer(base64.b64decode(record["embedding"]), dtype=np.float32).copy()
+        ws.commit_turns([TurnEntry(turn, embedding, memories, record.get("reply", {}))])
+    elif kind is LogKind.MEMORY_PATCH:
+        memory = memory_from_payload(MemoryType(payload["type"]), payload["record"])
+        vec = payload.get("embedding")
+        ws.patch_memory(memory, None if vec is None else np.asarray(vec, dtype=np.float32))
+    else:
+        ws.delete_memory(record["ref"])
+
+
+def _b64(vec: np.ndarray) -> str:
+    return base64.b64encode(np.asarray(vec, dtype=np.float32).tobytes()).decode()
+
+
+def _turn_dict(turn: Turn) -> dict[str, Any]:
+    data = to_payload(turn)
+    data["labels"] = [Label(v).value for v in data["labels"]]
+    return data
+
+
+def _memory_dict(memory: Memory, mtype: MemoryType) -> dict[str, Any]:
+    return {"id": memory.id, "type": mtype.value, "text": memory.text, "record": to_payload(memory)}
+
+
+def _lock_data_dir(data_dir: Path) -> int:
+    data_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError as exc:
+        os.close(fd)
+        raise DataDirBusyError(str(data_dir)) from exc
+    return fd

@@ -1,0 +1,922 @@
+"""Per-user graph projection of the journal, on a Kùzu-family engine.
+
+The journal is the source of truth; this store is rebuilt from it. Every write is idempotent
+(nodes are MERGEd by id, a memory's edges and private nodes are replaced) and records the journal
+sequence number it applied, so a replay from any point converges on the same graph::
+
+    with GraphStore(path, GraphEngine.LADYBUG, max_db_size=1 << 30, buffer_pool_size=64 << 20) as g:
+        g.apply_turn(seq, turn, embedding, memories)
+        g.session_neighbours([episode_id], window=2)
+
+Writes go through the store's one write connection, one transaction per call; the caller keeps to
+one writer thread per store (a second write transaction gets an engine error, not a wait). Reads
+use a small pool of separate connections and are retried once, because a reader may see a
+transient error while the writer runs. Engine errors become :class:`GraphError`; any method called
+after :meth:`GraphStore.close` raises :class:`ClosedError`. A failed write is rolled back, except
+that an engine failing inside COMMIT (in the checkpoint a commit triggers) may have kept it:
+writes are idempotent, so the caller simply retries or replays.
+
+Datetimes are stored as naive UTC ``TIMESTAMP`` values: both engines drop the offset of an aware
+datetime without converting it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import logging
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
+from datetime import UTC, datetime
+from enum import StrEnum
+from itertools import pairwise
+from pathlib import Path
+from types import ModuleType, TracebackType
+from typing import Any, Self
+
+import numpy as np
+
+from memoryd.errors import ClosedError, GraphError
+from memoryd.memory.models import (
+    Entity,
+    EntityType,
+    Episode,
+    Fact,
+    Header,
+    Memory,
+    Rule,
+    RuleNode,
+    RuleNodeKind,
+    Task,
+    TaskStatus,
+    Turn,
+)
+
+__all__ = ["EMBEDDING_DIM", "SCHEMA", "GraphEngine", "GraphStore"]
+
+logger = logging.getLogger(__name__)
+
+EMBEDDING_DIM = 384
+APPLIED_SEQ = "applied_seq"
+MAX_SHOWN_CHARS = 40
+MAX_SHOWN_ITEMS = 5
+QUERY_THREADS = 1
+CHECKPOINT_SHARE = 32
+
+
+class GraphEngine(StrEnum):
+    """Graph engine; the value is the Python module to import (never both in one process)."""
+
+    LADYBUG = "ladybug"
+    KUZU = "kuzu"
+
+
+_HEADER = (
+    "importance DOUBLE, persona_sim DOUBLE, recall_count INT64, last_access TIMESTAMP, tier INT64"
+)
+
+SCHEMA: list[str] = [
+    "CREATE NODE TABLE IF NOT EXISTS Turn(id STRING PRIMARY KEY, session_id STRING, role STRING, "
+    f"text STRING, ts TIMESTAMP, embedding FLOAT[{EMBEDDING_DIM}], labels STRING[], "
+    "routed_by STRING, seq INT64)",
+    "CREATE NODE TABLE IF NOT EXISTS Episode(id STRING PRIMARY KEY, turn_id STRING, "
+    "session_id STRING, text STRING, ts TIMESTAMP, speaker STRING, event_time TIMESTAMP, "
+    f"{_HEADER})",
+    "CREATE NODE TABLE IF NOT EXISTS Entity(id STRING PRIMARY KEY, name STRING, type STRING)",
+    "CREATE NODE TABLE IF NOT EXISTS User(id STRING PRIMARY KEY)",
+    "CREATE NODE TABLE IF NOT EXISTS Rule(id STRING PRIMARY KEY, turn_id STRING, title STRING, "
+    f"text STRING, tags STRING[], support INT64, {_HEADER})",
+    # `when` is a Cypher keyword (CASE WHEN) in both engines: it is quoted wherever it is used.
+    "CREATE NODE TABLE IF NOT EXISTS RuleNode(id STRING PRIMARY KEY, kind STRING, text STRING, "
+    "ord INT64, `when` STRING)",
+    "CREATE NODE TABLE IF NOT EXISTS Task(id STRING PRIMARY KEY, turn_id STRING, title STRING, "
+    f"text STRING, due TIMESTAMP, status STRING, {_HEADER})",
+    "CREATE NODE TABLE IF NOT EXISTS State(id STRING PRIMARY KEY, status STRING, ts TIMESTAMP, "
+    "note STRING, turn_id STRING)",
+    "CREATE NODE TABLE IF NOT EXISTS Meta(key STRING PRIMARY KEY, value INT64)",
+    # A fact is an edge, as in the design; rel properties cannot be primary keys, so the store
+    # keeps `id` unique itself by deleting the old edge before it creates the new one.
+    "CREATE REL TABLE IF NOT EXISTS FACT(FROM User TO Entity, id STRING, relation STRING, "
+    "confidence DOUBLE, valid_from TIMESTAMP, valid_to TIMESTAMP, text STRING, negated BOOL, "
+    f"turn_id STRING, {_HEADER})",
+    "CREATE REL TABLE IF NOT EXISTS NEXT(FROM Episode TO Episode)",
+    "CREATE REL TABLE IF NOT EXISTS MENTIONS(FROM Episode TO Entity, role STRING)",
+    # One rel table group: both engines support several FROM/TO pairs in one table.
+    "CREATE REL TABLE IF NOT EXISTS FROM_TURN(FROM Episode TO Turn, FROM Rule TO Turn, "
+    "FROM Task TO Turn)",
+    "CREATE REL TABLE IF NOT EXISTS HAS_NODE(FROM Rule TO RuleNode)",
+    "CREATE REL TABLE IF NOT EXISTS NEXT_STEP(FROM RuleNode TO RuleNode)",
+    "CREATE REL TABLE IF NOT EXISTS BRANCH(FROM RuleNode TO RuleNode, `when` STRING)",
+    "CREATE REL TABLE IF NOT EXISTS HAS_STATE(FROM Task TO State)",
+    "CREATE REL TABLE IF NOT EXISTS TRANSITION(FROM State TO State)",
+]
+
+_NODE_TABLES = ("Turn", "Episode", "Entity", "User", "Rule", "RuleNode", "Task", "State", "Meta")
+_COUNTED_TABLES = tuple(t for t in _NODE_TABLES if t != "Meta")
+# Both engines report every failure (parse, bind, constraint, I/O, conversion) as RuntimeError;
+# parameter conversion can also raise TypeError or ValueError before the query runs.
+_ENGINE_ERRORS = (RuntimeError, TypeError, ValueError)
+
+
+class _State(StrEnum):
+    OPEN = "open"
+    CLOSED = "closed"
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    """Naive UTC for the engine (a naive input is taken to be UTC already)."""
+    if value is None or value.tzinfo is None:
+        return value
+    return value.astimezone(UTC).replace(tzinfo=None)
+
+
+def _header_params(header: Header) -> dict[str, Any]:
+    return {
+        "importance": float(header.importance),
+        "persona_sim": float(header.persona_sim),
+        "recall_count": int(header.recall_count),
+        "last_access": _utc(header.last_access),
+        "tier": int(header.tier),
+    }
+
+
+def _shorten(value: Any) -> Any:
+    """A loggable stand-in for a parameter: no whole texts, no whole vectors."""
+    if isinstance(value, str) and len(value) > MAX_SHOWN_CHARS:
+        return f"{value[:MAX_SHOWN_CHARS]}…({len(value)} chars)"
+    if isinstance(value, list | tuple):
+        if len(value) > MAX_SHOWN_ITEMS:
+            return f"[{len(value)} items]"
+        return [_shorten(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _shorten(v) for k, v in value.items()}
+    return value
+
+
+def _rows(result: Any) -> list[list[Any]]:
+    try:
+        return result.get_all()
+    finally:
+        result.close()
+
+
+def _pairs(ids: Sequence[str]) -> list[dict[str, str]]:
+    """Consecutive (src, dst) pairs, as UNWIND rows."""
+    return [{"src": a, "dst": b} for a, b in pairwise(ids)]
+
+
+class GraphStore:
+    """Typed memory graph of one user, projected from that user's journal.
+
+    Args:
+        path: the database file; the engine keeps ``<path>.wal`` beside it. The parent directory
+            is created. To rebuild from nothing, call :meth:`clear` or close the store and delete
+            both files.
+        engine: which engine module to load.
+        max_db_size: bytes of address space the engine may map (its 8 TiB default fails on small
+            address spaces).
+        buffer_pool_size: bytes of page cache. It holds every write not yet checkpointed, and a
+            full pool fails writes with :class:`GraphError` ("buffer pool is full") until the
+            store is reopened. Once all tables hold rows it needs about 40 MiB, plus about
+            6 bytes per byte of WAL behind the checkpoint threshold.
+        checkpoint_threshold: WAL bytes that trigger a checkpoint; by default 1/32 of the
+            buffer pool (2 MiB for 64 MiB, which peaked under 50 MiB over 3k turns; the
+            engines' own 16 MiB default peaked near 140 MiB and failed a 64 MiB pool at ~1k turns).
+
+    The database must be opened by one ``GraphStore`` per process: the engines do not stop a
+    second open of the same path in one process.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        engine: GraphEngine = GraphEngine.LADYBUG,
+        *,
+        max_db_size: int,
+        buffer_pool_size: int,
+        checkpoint_threshold: int | None = None,
+    ) -> None:
+        self.path = Path(path)
+        self.engine = GraphEngine(engine)
+        self._module: ModuleType = importlib.import_module(self.engine.value)
+        self._state = _State.OPEN
+        self._busy = 0
+        self._idle = threading.Condition()
+        self._write_lock = threading.Lock()
+        self._readers: list[Any] = []
+        self._free_readers: list[Any] = []
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._db = self._open_database(max_db_size, buffer_pool_size, checkpoint_threshold)
+            self._writer = self._connect()
+        except _ENGINE_ERRORS as exc:
+            logger.error("graph open failed: engine=%s path=%s: %s", self.engine, self.path, exc)
+            raise GraphError(f"cannot open {self.path} with {self.engine}: {exc}") from exc
+        try:
+            for statement in SCHEMA:
+                self._execute(self._writer, "schema", statement)
+        except GraphError:
+            self.close()
+            raise
+
+    def _open_database(
+        self, max_db_size: int, buffer_pool_size: int, checkpoint_threshold: int | None
+    ) -> Any:
+        options: dict[str, Any] = {
+            "max_db_size": max_db_size,
+            "buffer_pool_size": buffer_pool_size,
+        }
+        # Uncheckpointed writes live in the buffer pool and a full pool cannot even checkpoint
+        # (ladybug stays stuck until reopened; kuzu 0.11.3 aborted in malloc on the next write),
+        # so the WAL is checkpointed long before it could fill the pool.
+        options["checkpoint_threshold"] = (
+            checkpoint_threshold
+            if checkpoint_threshold is not None
+            else buffer_pool_size // CHECKPOINT_SHARE
+        )
+        accepted = inspect.signature(self._module.Database).parameters
+        if "throw_on_wal_replay_failure" in accepted:
+            # ladybug: replay the WAL up to a torn tail instead of refusing to open after a crash;
+            # the journal replays whatever the graph lost.
+            options["throw_on_wal_replay_failure"] = False
+        return self._module.Database(str(self.path), **options)
+
+    def _connect(self) -> Any:
+        # Queries here touch a handful of rows: spreading one over the engine's worker threads
+        # costs more than it saves (apply_turn p50 halves with one thread on 2 cores).
+        return self._module.Connection(self._db, num_threads=QUERY_THREADS)
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Wait for running calls, then release the connections and the database (idempotent)."""
+        with self._idle:
+            if self._state is _State.CLOSED:
+                return
+            self._state = _State.CLOSED
+            self._idle.wait_for(lambda: self._busy == 0)
+        for conn in [*self._readers, self._writer]:
+            conn.close()
+        self._readers.clear()
+        self._free_readers.clear()
+        self._db.close()
+
+    @contextmanager
+    def _in_use(self) -> Iterator[None]:
+        with self._idle:
+            if self._state is _State.CLOSED:
+                raise ClosedError("graph store")
+            self._busy += 1
+        try:
+            yield
+        finally:
+            with self._idle:
+                self._busy -= 1
+                self._idle.notify_all()
+
+    # -- execution ----------------------------------------------------------------------------
+
+    def _execute(
+        self, conn: Any, name: str, query: str, params: dict[str, Any] | None = None
+    ) -> list[list[Any]]:
+        try:
+            return _rows(conn.execute(query, params or {}))
+        except _ENGINE_ERRORS as exc:
+            logger.error("graph query %s failed: %s params=%s", name, exc, _shorten(params or {}))
+            raise GraphError(f"query {name!r} failed: {exc}") from exc
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Any]:
+        """One write transaction on the write connection: commit on success, else roll back."""
+        with self._in_use(), self._write_lock:
+            self._execute(self._writer, "begin", "BEGIN TRANSACTION")
+            try:
+                yield self._writer
+            except BaseException:
+                # A failed statement already ends the transaction in both engines, and later
+                # statements would run in auto-commit mode; ROLLBACK then finds nothing to undo.
+                with suppress(*_ENGINE_ERRORS):
+                    _rows(self._writer.execute("ROLLBACK"))
+                raise
+            self._execute(self._writer, "commit", "COMMIT")
+
+    def _read(self, name: str, query: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
+        """Rows of one read query on a pooled connection."""
+        return self._read_all(name, [(query, params or {})])[0]
+
+    def _read_all(
+        self, name: str, statements: Sequence[tuple[str, dict[str, Any]]]
+    ) -> list[list[list[Any]]]:
+        """Rows of each statement, all from one committed state (one read-only transaction when
+        there are several). Retried once on an engine error, then :class:`GraphError`."""
+        with self._in_use():
+            conn = self._borrow_reader()
+            try:
+                try:
+                    return self._run_reads(conn, statements)
+                except _ENGINE_ERRORS as exc:
+                    logger.info("graph read %s failed, retrying once: %s", name, exc)
+                try:
+                    return self._run_reads(conn, statements)
+                except _ENGINE_ERRORS as exc:
+                    shown = _shorten([params for _, params in statements])
+                    logger.error("graph read %s failed: %s params=%s", name, exc, shown)
+                    raise GraphError(f"read {name!r} failed: {exc}") from exc
+            finally:
+                with self._idle:
+                    self._free_readers.append(conn)
+
+    @staticmethod
+    def _run_reads(
+        conn: Any, statements: Sequence[tuple[str, dict[str, Any]]]
+    ) -> list[list[list[Any]]]:
+        if len(statements) == 1:
+            query, params = statements[0]
+            return [_rows(conn.execute(query, params))]
+        _rows(conn.execute("BEGIN TRANSACTION READ ONLY"))
+        try:
+            results = [_rows(conn.execute(query, params)) for query, params in statements]
+        except BaseException:
+            with suppress(*_ENGINE_ERRORS):
+                _rows(conn.execute("ROLLBACK"))
+            raise
+        _rows(conn.execute("COMMIT"))
+        return results
+
+    def _borrow_reader(self) -> Any:
+        with self._idle:
+            if self._free_readers:
+                return self._free_readers.pop()
+            conn = self._connect()
+            self._readers.append(conn)
+            return conn
+
+    # -- writes -------------------------------------------------------------------------------
+
+    def apply_turn(
+        self, seq: int, turn: Turn, embedding: np.ndarray, memories: Sequence[Memory]
+    ) -> None:
+        """Project one journaled turn and the memories derived from it, atomically.
+
+        One transaction MERGEs the Turn, writes each memory as :meth:`upsert_memory` does and sets
+        ``applied_seq`` to ``max(applied_seq, seq)``. On error :class:`GraphError` is raised and
+        the transaction is rolled back, except when the engine fails inside COMMIT (for example in
+        the checkpoint a commit triggers): then it may have been kept. Applying the same turn again
+        leaves the same graph, so retrying is always safe.
+        """
+        with self._transaction() as conn:
+            self._write_turn(conn, seq, turn, embedding)
+            self._write_memories(conn, memories)
+            self._advance_seq(conn, seq)
+
+    def upsert_memory(self, seq: int, memory: Memory) -> None:
+        """Create or replace one memory: its properties, edges and private nodes (rule nodes,
+        task states) become exactly what ``memory`` holds. Atomic; advances ``applied_seq``.
+
+        Rule-node and state ids must be unique across the user's memories: one already owned by
+        another memory fails the write with :class:`GraphError`.
+        """
+        with self._transaction() as conn:
+            self._write_memories(conn, [memory])
+            self._advance_seq(conn, seq)
+
+    def delete_memory(self, seq: int, memory_id: str) -> None:
+        """Delete a memory of any type with its edges and private nodes (a fact: its edge).
+
+        Entities stay, they are shared. An unknown id deletes nothing. Atomic; advances
+        ``applied_seq``.
+        """
+        with self._transaction() as conn:
+            self._delete_episode(conn, memory_id)
+            self._delete_fact(conn, memory_id)
+            self._delete_owner(conn, "Rule", "HAS_NODE", "RuleNode", memory_id)
+            self._delete_owner(conn, "Task", "HAS_STATE", "State", memory_id)
+            self._advance_seq(conn, seq)
+
+    def clear(self) -> None:
+        """Delete every node and edge and reset ``applied_seq`` to 0, in one transaction."""
+        with self._transaction() as conn:
+            for table in _NODE_TABLES:
+                self._execute(conn, "clear", f"MATCH (n:{table}) DETACH DELETE n")
+
+    def _write_memories(self, conn: Any, memories: Sequence[Memory]) -> None:
+        entities = [f.object for f in memories if isinstance(f, Fact)]
+        entities += [m.entity for e in memories if isinstance(e, Episode) for m in e.mentions]
+        if entities:
+            self._merge_entities(conn, entities)
+        for memory in memories:
+            if isinstance(memory, Episode):
+                self._write_episode(conn, memory)
+            elif isinstance(memory, Fact):
+                self._write_fact(conn, memory)
+            elif isinstance(memory, Rule):
+                self._write_rule(conn, memory)
+            else:
+                self._write_task(conn, memory)
+
+    def _advance_seq(self, conn: Any, seq: int) -> None:
+        self._execute(
+            conn,
+            "advance_seq",
+            "MERGE (m:Meta {key: $key}) ON CREATE SET m.value = $seq "
+            "ON MATCH SET m.value = CASE WHEN m.value < $seq THEN $seq ELSE m.value END",
+            {"key": APPLIED_SEQ, "seq": int(seq)},
+        )
+
+    def _merge_entities(self, conn: Any, entities: Sequence[Entity]) -> None:
+        """MERGE entities by id; a changed name or type is updated, the last spelling wins."""
+        # MERGE inside UNWIND mis-binds rows whose key repeats (kuzu 0.11.3 attaches later rows to
+        # the wrong node; ladybug drops them), so each id is merged once. An unchanged entity is
+        # not SET again: every update is kept in the buffer pool until the next checkpoint, and
+        # re-setting the same entities on every turn tripled this query's cost by 3k turns.
+        unique = {e.id: {"id": e.id, "name": e.name, "type": str(e.type)} for e in entities}
+        self._execute(
+            conn,
+            "merge_entities",
+            "UNWIND $entities AS x MERGE (n:Entity {id: x.id}) "
+            "ON CREATE SET n.name = x.name, n.type = x.type "
+            "WITH n, x WHERE n.name <> x.name OR n.type <> x.type "
+            "SET n.name = x.name, n.type = x.type",
+            {"entities": list(unique.values())},
+        )
+
+    def _merge_memory_node(self, conn: Any, table: str, props: dict[str, Any]) -> bool:
+        """MERGE a memory node by ``props["id"]``, set ``props`` and point its FROM_TURN at
+        ``props["turn_id"]`` (no edge while that turn is not in the graph).
+
+        Returns whether the node existed; the caller then drops what it will write afresh.
+        """
+        key = {"id": props["id"]}
+        existed = bool(
+            self._execute(conn, "find", f"MATCH (m:{table} {{id: $id}}) RETURN m.id", key)
+        )
+        if existed:
+            self._execute(
+                conn, "unlink_turn", f"MATCH (:{table} {{id: $id}})-[r:FROM_TURN]->() DELETE r", key
+            )
+        assignments = ", ".join(f"m.{name} = ${name}" for name in props if name != "id")
+        self._execute(
+            conn,
+            f"merge_{table.lower()}",
+            f"MERGE (m:{table} {{id: $id}}) SET {assignments} "
+            "WITH m MATCH (t:Turn {id: $turn_id}) CREATE (m)-[:FROM_TURN]->(t)",
+            props,
+        )
+        return existed
+
+    def _delete_owner(self, conn: Any, table: str, rel: str, child: str, memory_id: str) -> None:
+        """DETACH DELETE a rule or task and the private nodes it owns."""
+        key = {"id": memory_id}
+        self._delete_children(conn, table, rel, child, memory_id)
+        self._execute(conn, "delete_owner", f"MATCH (m:{table} {{id: $id}}) DETACH DELETE m", key)
+
+    def _delete_children(self, conn: Any, table: str, rel: str, child: str, owner: str) -> None:
+        self._execute(
+            conn,
+            "delete_children",
+            f"MATCH (:{table} {{id: $id}})-[:{rel}]->(c:{child}) DETACH DELETE c",
+            {"id": owner},
+        )
+
+    # turns
+
+    def _write_turn(self, conn: Any, seq: int, turn: Turn, embedding: np.ndarray) -> None:
+        self._execute(
+            conn,
+            "merge_turn",
+            "MERGE (t:Turn {id: $id}) SET t.session_id = $session_id, t.role = $role, "
+            "t.text = $text, t.ts = $ts, t.embedding = $embedding, t.labels = $labels, "
+            "t.routed_by = $routed_by, t.seq = $seq",
+            {
+                "id": turn.turn_id,
+                "session_id": turn.session_id,
+                "role": str(turn.role),
+                "text": turn.text,
+                "ts": _utc(turn.ts),
+                "embedding": np.asarray(embedding, dtype=np.float32).ravel().tolist(),
+                "labels": [str(label) for label in turn.labels],
+                "routed_by": str(turn.routed_by),
+                "seq": int(seq),
+            },
+        )
+
+    # episodes
+
+    def _write_episode(self, conn: Any, episode: Episode) -> None:
+        props = {
+            "id": episode.id,
+            "turn_id": episode.turn_id,
+            "session_id": episode.session_id,
+            "text": episode.text,
+            "ts": _utc(episode.ts),
+            "speaker": episode.speaker,
+            "event_time": _utc(episode.event_time),
+            **_header_params(episode.header),
+        }
+        if self._merge_memory_node(conn, "Episode", props):
+            self._execute(
+                conn,
+                "unlink_mentions",
+                "MATCH (:Episode {id: $id})-[r:MENTIONS]->(:Entity) DELETE r",
+                {"id": episode.id},
+            )
+            self._unlink_episode(conn, episode.id)
+        if episode.mentions:
+            self._execute(
+                conn,
+                "create_mentions",
+                "UNWIND $mentions AS m MATCH (e:Episode {id: $id}), (x:Entity {id: m.entity}) "
+                "CREATE (e)-[:MENTIONS {role: m.role}]->(x)",
+                {
+                    "id": episode.id,
+                    "mentions": [{"entity": m.entity.id, "role": m.role} for m in episode.mentions],
+                },
+            )
+        self._link_episode(conn, episode.id, props["session_id"], props["ts"])
+
+    def _link_episode(self, conn: Any, episode_id: str, session_id: str, ts: datetime) -> None:
+        """Insert an episode into its session's NEXT chain, which is ordered by (ts, id).
+
+        Arrival order does not matter: an episode older than the newest one is spliced in between
+        its neighbours, so the chain always lists the session's episodes by (ts, id).
+        """
+        rows = self._execute(
+            conn,
+            "episode_neighbours",
+            "MATCH (p:Episode) WHERE p.session_id = $session_id AND p.id <> $id "
+            "AND (p.ts < $ts OR (p.ts = $ts AND p.id < $id)) "
+            "RETURN -1 AS side, p.id AS id ORDER BY p.ts DESC, p.id DESC LIMIT 1 "
+            "UNION ALL MATCH (n:Episode) WHERE n.session_id = $session_id AND n.id <> $id "
+            "AND (n.ts > $ts OR (n.ts = $ts AND n.id > $id)) "
+            "RETURN 1 AS side, n.id AS id ORDER BY n.ts, n.id LIMIT 1",
+            {"id": episode_id, "session_id": session_id, "ts": ts},
+        )
+        side = dict(rows)
+        prev_id, next_id = side.get(-1), side.get(1)
+        if prev_id and next_id:
+            self._execute(
+                conn,
+                "split_next",
+                "MATCH (:Episode {id: $a})-[r:NEXT]->(:Episode {id: $b}) DELETE r",
+                {"a": prev_id, "b": next_id},
+            )
+        for src, dst in ((prev_id, episode_id), (episode_id, next_id)):
+            if src and dst:
+                self._execute(
+                    conn,
+                    "create_next",
+                    "MATCH (a:Episode {id: $a}), (b:Episode {id: $b}) CREATE (a)-[:NEXT]->(b)",
+                    {"a": src, "b": dst},
+                )
+
+    def _unlink_episode(self, conn: Any, episode_id: str) -> None:
+        """Take an episode out of its NEXT chain, joining its neighbours to each other."""
+        key = {"id": episode_id}
+        self._execute(
+            conn,
+            "bridge_next",
+            "MATCH (p:Episode)-[:NEXT]->(:Episode {id: $id})-[:NEXT]->(n:Episode) "
+            "CREATE (p)-[:NEXT]->(n)",
+            key,
+        )
+        # Neither engine deletes through an undirected pattern: one statement per direction.
+        for pattern in ("()-[r:NEXT]->(:Episode {id: $id})", "(:Episode {id: $id})-[r:NEXT]->()"):
+            self._execute(conn, "unlink_next", f"MATCH {pattern} DELETE r", key)
+
+    def _delete_episode(self, conn: Any, episode_id: str) -> None:
+        self._unlink_episode(conn, episode_id)
+        self._execute(
+            conn,
+            "delete_episode",
+            "MATCH (e:Episode {id: $id}) DETACH DELETE e",
+            {"id": episode_id},
+        )
+
+    # facts
+
+    def _write_fact(self, conn: Any, fact: Fact) -> None:
+        """Replace the FACT edge with this id; its object entity is already merged."""
+        self._delete_fact(conn, fact.id)
+        self._execute(
+            conn,
+            "create_fact",
+            "MERGE (u:User {id: $subject}) WITH u MATCH (x:Entity {id: $entity}) "
+            "CREATE (u)-[f:FACT {id: $id, relation: $relation, confidence: $confidence, "
+            "valid_from: $valid_from, valid_to: $valid_to, text: $text, negated: $negated, "
+            "turn_id: $turn_id, importance: $importance, persona_sim: $persona_sim, "
+            "recall_count: $recall_count, last_access: $last_access, tier: $tier}]->(x)",
+            {
+                "id": fact.id,
+                "subject": fact.subject,
+                "entity": fact.object.id,
+                "relation": fact.relation,
+                "confidence": float(fact.confidence),
+                "valid_from": _utc(fact.valid_from),
+                "valid_to": _utc(fact.valid_to),
+                "text": fact.text,
+                "negated": bool(fact.negated),
+                "turn_id": fact.turn_id,
+                **_header_params(fact.header),
+            },
+        )
+
+    def _delete_fact(self, conn: Any, fact_id: str) -> None:
+        self._execute(
+            conn,
+            "delete_fact",
+            "MATCH (:User)-[f:FACT]->(:Entity) WHERE f.id = $id DELETE f",
+            {"id": fact_id},
+        )
+
+    # rules
+
+    def _write_rule(self, conn: Any, rule: Rule) -> None:
+        props = {
+            "id": rule.id,
+            "turn_id": rule.turn_id,
+            "title": rule.title,
+            "text": rule.text,
+            "tags": list(rule.tags),
+            "support": int(rule.support),
+            **_header_params(rule.header),
+        }
+        if self._merge_memory_node(conn, "Rule", props):
+            self._delete_children(conn, "Rule", "HAS_NODE", "RuleNode", rule.id)
+        if rule.nodes:
+            self._write_rule_nodes(conn, rule.id, sorted(rule.nodes, key=lambda n: (n.ord, n.id)))
+
+    def _write_rule_nodes(self, conn: Any, rule_id: str, nodes: Sequence[RuleNode]) -> None:
+        """Create a rule's nodes (given in (ord, id) order) and its tree.
+
+        Nodes without ``when`` form the main line, linked by NEXT_STEP; a node with ``when`` is an
+        alternative hung by BRANCH(when) from the main-line node before it (a root if none is).
+        """
+        self._execute(
+            conn,
+            "create_rule_nodes",
+            "MATCH (r:Rule {id: $id}) UNWIND $nodes AS n CREATE (r)-[:HAS_NODE]->(:RuleNode "
+            "{id: n.id, kind: n.kind, text: n.text, ord: n.ord, `when`: n.`when`})",
+            {
+                "id": rule_id,
+                "nodes": [
+                    {"id": n.id, "kind": str(n.kind), "text": n.text, "ord": n.ord, "when": n.when}
+                    for n in nodes
+                ],
+            },
+        )
+        main_line: list[str] = []
+        branches: list[dict[str, str]] = []
+        for node in nodes:
+            if node.when is None:
+                main_line.append(node.id)
+            elif main_line:
+                branches.append({"src": main_line[-1], "dst": node.id, "when": node.when})
+        if len(main_line) > 1:
+            self._execute(
+                conn,
+                "create_next_steps",
+                "UNWIND $pairs AS p MATCH (a:RuleNode {id: p.src}), (b:RuleNode {id: p.dst}) "
+                "CREATE (a)-[:NEXT_STEP]->(b)",
+                {"pairs": _pairs(main_line)},
+            )
+        if branches:
+            self._execute(
+                conn,
+                "create_branches",
+                "UNWIND $pairs AS p MATCH (a:RuleNode {id: p.src}), (b:RuleNode {id: p.dst}) "
+                "CREATE (a)-[:BRANCH {`when`: p.`when`}]->(b)",
+                {"pairs": branches},
+            )
+
+    # tasks
+
+    def _write_task(self, conn: Any, task: Task) -> None:
+        props = {
+            "id": task.id,
+            "turn_id": task.turn_id,
+            "title": task.title,
+            "text": task.text,
+            "due": _utc(task.due),
+            "status": str(task.status),
+            **_header_params(task.header),
+        }
+        if self._merge_memory_node(conn, "Task", props):
+            self._delete_children(conn, "Task", "HAS_STATE", "State", task.id)
+        if not task.states:
+            return
+        self._execute(
+            conn,
+            "create_states",
+            "MATCH (t:Task {id: $id}) UNWIND $states AS s CREATE (t)-[:HAS_STATE]->(:State "
+            "{id: s.id, status: s.status, ts: s.ts, note: s.note, turn_id: s.turn_id})",
+            {
+                "id": task.id,
+                "states": [
+                    {
+                        "id": s.id,
+                        "status": str(s.status),
+                        "ts": _utc(s.ts),
+                        "note": s.note,
+                        "turn_id": s.turn_id,
+                    }
+                    for s in task.states
+                ],
+            },
+        )
+        if len(task.states) > 1:
+            self._execute(
+                conn,
+                "create_transitions",
+                "UNWIND $pairs AS p MATCH (a:State {id: p.src}), (b:State {id: p.dst}) "
+                "CREATE (a)-[:TRANSITION]->(b)",
+                {"pairs": _pairs([s.id for s in task.states])},
+            )
+
+    # -- reads --------------------------------------------------------------------------------
+
+    def applied_seq(self) -> int:
+        """The highest journal sequence number applied so far; 0 for an empty graph."""
+        rows = self._read(
+            "applied_seq", "MATCH (m:Meta {key: $key}) RETURN m.value", {"key": APPLIED_SEQ}
+        )
+        return int(rows[0][0]) if rows else 0
+
+    def counts(self) -> dict[str, int]:
+        """Nodes per table (``Turn``, ``Episode``, ``Entity``, ``User``, ``Rule``, ``RuleNode``,
+        ``Task``, ``State``) and fact edges (``FACT``), all from one committed state."""
+        statements = [(f"MATCH (n:{table}) RETURN count(n)", {}) for table in _COUNTED_TABLES]
+        statements.append(("MATCH ()-[f:FACT]->() RETURN count(f)", {}))
+        results = self._read_all("counts", statements)
+        return {
+            table: int(rows[0][0])
+            for table, rows in zip([*_COUNTED_TABLES, "FACT"], results, strict=True)
+        }
+
+    # turns
+
+    def has_turn(self, turn_id: str) -> bool:
+        """Whether the turn has been applied (and not cleared)."""
+        rows = self._read("has_turn", "MATCH (t:Turn {id: $id}) RETURN t.id", {"id": turn_id})
+        return bool(rows)
+
+    def memory_ids_for_turn(self, turn_id: str) -> list[str]:
+        """Ids of the episodes, rules, tasks and facts derived from a turn, sorted; [] if none."""
+        params = {"id": turn_id}
+        nodes, facts = self._read_all(
+            "memory_ids_for_turn",
+            [
+                ("MATCH (m)-[:FROM_TURN]->(:Turn {id: $id}) RETURN m.id", params),
+                ("MATCH (:User)-[f:FACT]->(:Entity) WHERE f.turn_id = $id RETURN f.id", params),
+            ],
+        )
+        return sorted(row[0] for row in nodes + facts)
+
+    # episodes
+
+    def session_neighbours(
+        self, episode_ids: Sequence[str], window: int = 1
+    ) -> dict[str, list[str]]:
+        """For each episode, the episodes up to ``window`` NEXT steps before and after it.
+
+        Every requested id is a key. Each list is in chain order (earliest first) and leaves out
+        the episode itself; an unknown id or one alone in its session maps to []. ``window``
+        must be at least 1.
+        """
+        if window < 1:
+            raise ValueError(f"window must be at least 1, got {window}")
+        if not episode_ids:
+            return {}
+        hops = f"[:NEXT*1..{int(window)}]"
+        params = {"ids": list(episode_ids)}
+        later, earlier = self._read_all(
+            "session_neighbours",
+            [
+                (
+                    f"MATCH p = (e:Episode)-{hops}->(n:Episode) WHERE e.id IN $ids "
+                    "RETURN e.id, n.id, length(p)",
+                    params,
+                ),
+                (
+                    f"MATCH p = (n:Episode)-{hops}->(e:Episode) WHERE e.id IN $ids "
+                    "RETURN e.id, n.id, -length(p)",
+                    params,
+                ),
+            ],
+        )
+        found: dict[str, list[tuple[int, str]]] = {eid: [] for eid in episode_ids}
+        for eid, nid, offset in later + earlier:
+            found[eid].append((offset, nid))
+        return {eid: [nid for _, nid in sorted(pairs)] for eid, pairs in found.items()}
+
+    def episodes_sharing_entities(
+        self, episode_ids: Sequence[str], limit: int
+    ) -> list[tuple[str, int]]:
+        """Other episodes that mention entities the given ones mention, with how many distinct
+        entities they share; most shared first, then by id; [] if none."""
+        if not episode_ids or limit < 1:
+            return []
+        rows = self._read(
+            "episodes_sharing_entities",
+            "MATCH (e:Episode)-[:MENTIONS]->(x:Entity)<-[:MENTIONS]-(o:Episode) "
+            "WHERE e.id IN $ids AND NOT o.id IN $ids "
+            "RETURN o.id, count(DISTINCT x.id) AS shared ORDER BY shared DESC, o.id LIMIT $limit",
+            {"ids": list(episode_ids), "limit": int(limit)},
+        )
+        return [(oid, int(shared)) for oid, shared in rows]
+
+    def entities_of(self, memory_ids: Sequence[str]) -> dict[str, list[Entity]]:
+        """Entities each memory is about: an episode's mentions, a fact's object.
+
+        Every requested id is a key; rules, tasks and unknown ids map to []. Entities are
+        distinct and sorted by id.
+        """
+        if not memory_ids:
+            return {}
+        params = {"ids": list(memory_ids)}
+        mentioned, objects = self._read_all(
+            "entities_of",
+            [
+                (
+                    "MATCH (e:Episode)-[:MENTIONS]->(x:Entity) WHERE e.id IN $ids "
+                    "RETURN e.id, x.id, x.name, x.type",
+                    params,
+                ),
+                (
+                    "MATCH (:User)-[f:FACT]->(x:Entity) WHERE f.id IN $ids "
+                    "RETURN f.id, x.id, x.name, x.type",
+                    params,
+                ),
+            ],
+        )
+        found: dict[str, dict[str, Entity]] = {mid: {} for mid in memory_ids}
+        for mid, xid, name, kind in mentioned + objects:
+            found[mid][xid] = Entity(xid, name, EntityType(kind))
+        return {mid: [by_id[x] for x in sorted(by_id)] for mid, by_id in found.items()}
+
+    # facts
+
+    def facts_about(self, entity_ids: Sequence[str], current_only: bool = True) -> list[str]:
+        """Ids of facts whose object is one of the entities, sorted; with ``current_only`` only
+        those whose ``valid_to`` is unset. [] if none."""
+        if not entity_ids:
+            return []
+        current = " AND f.valid_to IS NULL" if current_only else ""
+        rows = self._read(
+            "facts_about",
+            f"MATCH (:User)-[f:FACT]->(x:Entity) WHERE x.id IN $ids{current} "
+            "RETURN f.id ORDER BY f.id",
+            {"ids": list(entity_ids)},
+        )
+        return [row[0] for row in rows]
+
+    # rules
+
+    def rules_with_conditions(self) -> list[tuple[str, list[str]]]:
+        """Every rule that has condition nodes, with their texts in (ord, id) order; sorted by
+        rule id. Rules without conditions are left out."""
+        rows = self._read(
+            "rules_with_conditions",
+            "MATCH (r:Rule)-[:HAS_NODE]->(n:RuleNode) WHERE n.kind = $kind "
+            "RETURN r.id, n.text ORDER BY r.id, n.ord, n.id",
+            {"kind": str(RuleNodeKind.CONDITION)},
+        )
+        grouped: dict[str, list[str]] = {}
+        for rule_id, text in rows:
+            grouped.setdefault(rule_id, []).append(text)
+        return list(grouped.items())
+
+    def rule_tree(self, rule_id: str) -> list[RuleNode]:
+        """A rule's nodes in (ord, id) order; [] for an unknown rule."""
+        rows = self._read(
+            "rule_tree",
+            "MATCH (:Rule {id: $id})-[:HAS_NODE]->(n:RuleNode) "
+            "RETURN n.id, n.kind, n.text, n.ord, n.`when` ORDER BY n.ord, n.id",
+            {"id": rule_id},
+        )
+        return [
+            RuleNode(nid, RuleNodeKind(kind), text, int(ord_), when)
+            for nid, kind, text, ord_, when in rows
+        ]
+
+    # tasks
+
+    def open_tasks(self) -> list[str]:
+        """Ids of tasks whose latest state is pending (or that have no state yet), sorted."""
+        rows = self._read(
+            "open_tasks",
+            "MATCH (t:Task) WHERE t.status = $status RETURN t.id ORDER BY t.id",
+            {"status": str(TaskStatus.PENDING)},
+        )
+        return [row[0] for row in rows]

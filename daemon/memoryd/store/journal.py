@@ -1,0 +1,482 @@
+"""The per-user journal: an append-only SQLite log that is the source of truth.
+
+Every acknowledged write is a committed row here (WAL, ``synchronous=FULL``). The graph, the
+vector index and the FTS5 table are projections: the graph and vectors record the last ``seq``
+they applied and replay the log past it; FTS5 lives in this file and is written in the same
+transaction as the rows it indexes.
+
+Tables
+- ``log(seq, kind, ref, payload)``: the append-only stream. ``kind`` is one of :class:`LogKind`.
+  A ``turn`` entry holds the turn and its derived memories; ``memory_patch`` the new record;
+  ``memory_delete`` the id.
+- ``turns``: one row per turn id with its embedding and the first reply (idempotent retries).
+- ``memories``: the current state of each memory (derived from the log in the same transaction).
+  ``num`` is the integer label the vector index uses.
+- ``memory_fts``: FTS5 over memory text (rowid = ``memories.num``).
+
+Concurrency: one writer thread (the caller guarantees it) owns the write connection; each reading
+thread gets its own connection, which WAL lets run beside the writer.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from memoryd.errors import ClosedError, JournalError
+from memoryd.memory.models import (
+    Memory,
+    MemoryType,
+    Turn,
+    index_text,
+    memory_from_payload,
+    memory_type,
+    to_payload,
+    turn_from_payload,
+)
+from memoryd.store.lexical import FTS_TOKENIZER, match_expression
+
+log = logging.getLogger(__name__)
+
+EMBEDDING_DTYPE = np.float32
+
+SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS log (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    kind TEXT NOT NULL,
+    ref TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    created_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS turns (
+    turn_id TEXT PRIMARY KEY,
+    seq INTEGER NOT NULL,
+    session_id TEXT NOT NULL,
+    ts TEXT NOT NULL,
+    embedding BLOB NOT NULL,
+    reply TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS turns_by_session ON turns(session_id, seq);
+CREATE TABLE IF NOT EXISTS memories (
+    num INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    type TEXT NOT NULL,
+    turn_id TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    ts TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    embedding BLOB,
+    deleted INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS memories_by_turn ON memories(turn_id);
+CREATE INDEX IF NOT EXISTS memories_by_type ON memories(type, deleted, num);
+CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5(text, tokenize='{FTS_TOKENIZER}');
+"""
+
+
+class LogKind(StrEnum):
+    TURN = "turn"
+    MEMORY_PATCH = "memory_patch"
+    MEMORY_DELETE = "memory_delete"
+
+
+@dataclass(frozen=True)
+class TurnEntry:
+    """What one ingested turn writes: the turn, its embedding, memories and the reply to replay."""
+
+    turn: Turn
+    embedding: np.ndarray
+    memories: list[Memory]
+    reply: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class LogEntry:
+    seq: int
+    kind: LogKind
+    ref: str
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class StoredMemory:
+    num: int
+    memory: Memory
+    type: MemoryType
+    deleted: bool
+
+
+def encode_embedding(vec: np.ndarray) -> bytes:
+    return np.asarray(vec, dtype=EMBEDDING_DTYPE).tobytes()
+
+
+def decode_embedding(blob: bytes) -> np.ndarray:
+    return np.frombuffer(blob, dtype=EMBEDDING_DTYPE).copy()
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+class Journal:
+    """Append-only SQLite journal of one user. See the module docstring for the contract."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._local = threading.local()
+        self._closed = False
+        self._connections: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._writer = self._connect()
+        with self._writer:
+            self._writer.executescript(SCHEMA)
+
+    # -- connections -------------------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=FULL")
+            conn.execute("PRAGMA busy_timeout=5000")
+            conn.execute("PRAGMA foreign_keys=ON")
+        except sqlite3.Error as exc:
+            raise JournalError(f"cannot open {self.path}: {exc}") from exc
+        with self._lock:
+            self._connections.append(conn)
+        return conn
+
+    def _reader(self) -> sqlite3.Connection:
+        if self._closed:
+            raise ClosedError("journal")
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = self._connect()
+        return conn
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction: BEGIN IMMEDIATE … COMMIT, or ROLLBACK and JournalError."""
+        if self._closed:
+            raise ClosedError("journal")
+        conn = self._writer
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            yield conn
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            conn.execute("ROLLBACK")
+            raise JournalError(f"write failed: {exc}") from exc
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        conn = self._reader()
+        try:
+            return conn.execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            log.error("journal query failed: %s params=%s", sql.split("\n")[0], str(params)[:80])
+            raise JournalError(f"read failed: {exc}") from exc
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with self._lock:
+            for conn in self._connections:
+                conn.close()
+            self._connections.clear()
+
+    # -- writes ------------------------------------------------------------------------------
+
+    def append_turns(self, entries: Sequence[TurnEntry]) -> list[int]:
+        """Commit all ``entries`` in one transaction; return the log seq of each, in order."""
+        seqs: list[int] = []
+        with self._write() as conn:
+            for entry in entries:
+                seqs.append(self._append_turn(conn, entry))
+        return seqs
+
+    def _append_turn(self, conn: sqlite3.Connection, entry: TurnEntry) -> int:
+        turn = entry.turn
+        payload = {
+            "turn": to_payload(turn),
+            "memories": [
+                {"type": memory_type(m).value, "record": to_payload(m)} for m in entry.memories
+            ],
+        }
+        seq = self._log(conn, LogKind.TURN, turn.turn_id, payload)
+        conn.execute(
+            "INSERT INTO turns(turn_id, seq, session_id, ts, embedding, reply)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            (
+                turn.turn_id,
+                seq,
+                turn.session_id,
+                turn.ts.isoformat(),
+                encode_embedding(entry.embedding),
+                json.dumps(entry.reply),
+            ),
+        )
+        for memory in entry.memories:
+            self._insert_memory(conn, memory, turn)
+        return seq
+
+    def _insert_memory(self, conn: sqlite3.Connection, memory: Memory, turn: Turn) -> None:
+        cur = conn.execute(
+            "INSERT INTO memories(id, type, turn_id, session_id, ts, payload)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            (
+                memory.id,
+                memory_type(memory).value,
+                turn.turn_id,
+                turn.session_id,
+                turn.ts.isoformat(),
+                json.dumps(to_payload(memory)),
+            ),
+        )
+        conn.execute(
+            "INSERT INTO memory_fts(rowid, text) VALUES (?, ?)", (cur.lastrowid, index_text(memory))
+        )
+
+    def _log(self, conn: sqlite3.Connection, kind: LogKind, ref: str, payload: Any) -> int:
+        cur = conn.execute(
+            "INSERT INTO log(kind, ref, payload, created_at) VALUES (?, ?, ?, ?)",
+            (kind.value, ref, json.dumps(payload), _now()),
+        )
+        return int(cur.lastrowid or 0)
+
+    def patch_memory(self, memory: Memory, embedding: np.ndarray | None = None) -> int:
+        """Replace a stored memory's record (and its vector, if given); return the log seq."""
+        record = to_payload(memory)
+        payload: dict[str, Any] = {"type": memory_type(memory).value, "record": record}
+        if embedding is not None:
+            payload["embedding"] = np.asarray(embedding, dtype=EMBEDDING_DTYPE).tolist()
+        with self._write() as conn:
+            row = conn.execute(
+                "SELECT num FROM memories WHERE id = ? AND deleted = 0", (memory.id,)
+            ).fetchone()
+            if row is None:
+                raise JournalError(f"memory {memory.id!r} is not stored")
+            seq = self._log(conn, LogKind.MEMORY_PATCH, memory.id, payload)
+            conn.execute(
+                "UPDATE memories SET payload = ?, embedding = COALESCE(?, embedding) WHERE num = ?",
+                (
+                    json.dumps(record),
+                    None if embedding is None else encode_embedding(embedding),
+                    row[0],
+                ),
+            )
+            conn.execute(
+                "UPDATE memory_fts SET text = ? WHERE rowid = ?", (index_text(memory), row[0])
+            )
+        return seq
+
+    def delete_memory(self, memory_id: str) -> int:
+        """Mark a memory deleted (the log keeps the history); return the log seq."""
+        with self._write() as conn:
+            row = conn.execute(
+                "SELECT num FROM memories WHERE id = ? AND deleted = 0", (memory_id,)
+            ).fetchone()
+            if row is None:
+                raise JournalError(f"memory {memory_id!r} is not stored")
+            seq = self._log(conn, LogKind.MEMORY_DELETE, memory_id, {"id": memory_id})
+            conn.execute("UPDATE memories SET deleted = 1 WHERE num = ?", (row[0],))
+            conn.execute("DELETE FROM memory_fts WHERE rowid = ?", (row[0],))
+        return seq
+
+    # -- reads: turns ------------------------------------------------------------------------
+
+    def replies(self, turn_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The stored first reply of each already-journaled turn id (absent ids are left out)."""
+        if not turn_ids:
+            return {}
+        marks = ",".join("?" * len(turn_ids))
+        rows = self._query(f"SELECT turn_id, reply FROM turns WHERE turn_id IN ({marks})", turn_ids)
+        return {r[0]: json.loads(r[1]) for r in rows}
+
+    def turn(self, turn_id: str) -> tuple[Turn, np.ndarray, dict[str, Any]] | None:
+        """The turn, its embedding and its first reply, or None."""
+        rows = self._query(
+            "SELECT l.payload, t.embedding, t.reply FROM turns t JOIN log l ON l.seq = t.seq"
+            " WHERE t.turn_id = ?",
+            (turn_id,),
+        )
+        if not rows:
+            return None
+        payload, blob, reply = rows[0]
+        return (
+            turn_from_payload(json.loads(payload)["turn"]),
+            decode_embedding(blob),
+            json.loads(reply),
+        )
+
+    def turns(
+        self, session_id: str | None, limit: int, after_seq: int = 0
+    ) -> list[tuple[int, Turn]]:
+        """Turns in journal order after ``after_seq`` (optionally one session), with their seq."""
+        where, params = "t.seq > ?", [after_seq]
+        if session_id is not None:
+            where += " AND t.session_id = ?"
+            params.append(session_id)
+        rows = self._query(
+            "SELECT t.seq, l.payload FROM turns t JOIN log l ON l.seq = t.seq"
+            f" WHERE {where} ORDER BY t.seq LIMIT ?",
+            [*params, limit],
+        )
+        return [(r[0], turn_from_payload(json.loads(r[1])["turn"])) for r in rows]
+
+    def turn_embeddings(self, turn_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        if not turn_ids:
+            return {}
+        marks = ",".join("?" * len(turn_ids))
+        rows = self._query(
+            f"SELECT turn_id, embedding FROM turns WHERE turn_id IN ({marks})", turn_ids
+        )
+        return {r[0]: decode_embedding(r[1]) for r in rows}
+
+    # -- reads: memories ---------------------------------------------------------------------
+
+    def _stored(self, row: sqlite3.Row) -> StoredMemory:
+        num, kind, payload, deleted = row
+        mtype = MemoryType(kind)
+        return StoredMemory(
+            num, memory_from_payload(mtype, json.loads(payload)), mtype, bool(deleted)
+        )
+
+    def memory(self, memory_id: str) -> StoredMemory | None:
+        rows = self._query(
+            "SELECT num, type, payload, deleted FROM memories WHERE id = ? AND deleted = 0",
+            (memory_id,),
+        )
+        return self._stored(rows[0]) if rows else None
+
+    def memories_by_id(self, memory_ids: Sequence[str]) -> dict[str, StoredMemory]:
+        if not memory_ids:
+            return {}
+        marks = ",".join("?" * len(memory_ids))
+        rows = self._query(
+            f"SELECT num, type, payload, deleted FROM memories WHERE id IN ({marks})"
+            " AND deleted = 0",
+            list(memory_ids),
+        )
+        return {s.memory.id: s for s in map(self._stored, rows)}
+
+    def memories_by_num(self, nums: Sequence[int]) -> dict[int, StoredMemory]:
+        if not nums:
+            return {}
+        marks = ",".join("?" * len(nums))
+        rows = self._query(
+            f"SELECT num, type, payload, deleted FROM memories WHERE num IN ({marks})"
+            " AND deleted = 0",
+            [int(n) for n in nums],
+        )
+        return {s.num: s for s in map(self._stored, rows)}
+
+    def memories_of_turn(self, turn_id: str) -> list[StoredMemory]:
+        rows = self._query(
+            "SELECT num, type, payload, deleted FROM memories WHERE turn_id = ? AND deleted = 0"
+            " ORDER BY num",
+            (turn_id,),
+        )
+        return [self._stored(r) for r in rows]
+
+    def list_memories(
+        self, types: Sequence[MemoryType], limit: int, after_num: int = 0
+    ) -> list[StoredMemory]:
+        """Live memories of the given types in insertion order, after ``after_num``."""
+        marks = ",".join("?" * len(types))
+        rows = self._query(
+            "SELECT num, type, payload, deleted FROM memories"
+            f" WHERE deleted = 0 AND num > ? AND type IN ({marks}) ORDER BY num LIMIT ?",
+            [after_num, *[t.value for t in types], limit],
+        )
+        return [self._stored(r) for r in rows]
+
+    def search_text(
+        self, query: str, types: Sequence[MemoryType], limit: int
+    ) -> list[tuple[int, float]]:
+        """BM25 over live memories of ``types``: (memory num, score), best first.
+
+        Scores are positive (higher is better). An empty or all-stopword query returns [].
+        """
+        expression = match_expression(query)
+        if expression is None or not types:
+            return []
+        marks = ",".join("?" * len(types))
+        rows = self._query(
+            "SELECT f.rowid, -bm25(memory_fts) AS score FROM memory_fts f"
+            " JOIN memories m ON m.num = f.rowid"
+            f" WHERE memory_fts MATCH ? AND m.type IN ({marks}) AND m.deleted = 0"
+            " ORDER BY score DESC LIMIT ?",
+            [expression, *[t.value for t in types], limit],
+        )
+        return [(int(r[0]), float(r[1])) for r in rows]
+
+    def nums(self, memory_ids: Sequence[str]) -> dict[str, int]:
+        """memory id → num for stored memories, deleted ones included."""
+        if not memory_ids:
+            return {}
+        marks = ",".join("?" * len(memory_ids))
+        rows = self._query(f"SELECT id, num FROM memories WHERE id IN ({marks})", list(memory_ids))
+        return {r[0]: int(r[1]) for r in rows}
+
+    def memory_embeddings(self, nums: Sequence[int]) -> dict[int, np.ndarray]:
+        """num → the memory's vector: its own if patched, else its source turn's."""
+        if not nums:
+            return {}
+        marks = ",".join("?" * len(nums))
+        rows = self._query(
+            "SELECT m.num, COALESCE(m.embedding, t.embedding) FROM memories m"
+            f" JOIN turns t ON t.turn_id = m.turn_id WHERE m.num IN ({marks})",
+            [int(n) for n in nums],
+        )
+        return {int(r[0]): decode_embedding(r[1]) for r in rows}
+
+    def memory_meta(self, nums: Sequence[int]) -> dict[int, tuple[str, str, str]]:
+        """num → (turn_id, session_id, ts) for filtering without decoding payloads."""
+        if not nums:
+            return {}
+        marks = ",".join("?" * len(nums))
+        rows = self._query(
+            f"SELECT num, turn_id, session_id, ts FROM memories WHERE num IN ({marks})",
+            [int(n) for n in nums],
+        )
+        return {r[0]: (r[1], r[2], r[3]) for r in rows}
+
+    # -- reads: log --------------------------------------------------------------------------
+
+    def max_seq(self) -> int:
+        return int(self._query("SELECT COALESCE(MAX(seq), 0) FROM log")[0][0])
+
+    def entries(self, after_seq: int = 0, batch: int = 500) -> Iterator[LogEntry]:
+        """The log after ``after_seq`` in order, read in batches."""
+        while True:
+            rows = self._query(
+                "SELECT seq, kind, ref, payload FROM log WHERE seq > ? ORDER BY seq LIMIT ?",
+                (after_seq, batch),
+            )
+            for seq, kind, ref, payload in rows:
+                yield LogEntry(seq, LogKind(kind), ref, json.loads(payload))
+            if len(rows) < batch:
+                return
+            after_seq = rows[-1][0]
+
+    def counts(self) -> dict[str, int]:
+        turns = self._query("SELECT COUNT(*) FROM turns")[0][0]
+        rows = self._query("SELECT type, COUNT(*) FROM memories WHERE deleted = 0 GROUP BY type")
+        out = {"turns": int(turns), "log": self.max_seq()}
+        out.update({f"memories_{r[0]}": int(r[1]) for r in rows})
+        return out

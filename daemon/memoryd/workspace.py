@@ -1,0 +1,242 @@
+"""One user's open stores and the projection of the journal onto the graph and vectors.
+
+A :class:`Workspace` is created and held by :class:`memoryd.service.MemoryService` (the only holder
+of per-user state). All writes run on the workspace's :class:`SerialWriter`: the journal commits
+first (that is the acknowledgement), then each projection catches up from the seq it last applied.
+A projection that fails is left behind and caught up on the next write or the next open, so a
+failure never skips an entry.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from memoryd.config import Config
+from memoryd.errors import MemorydError
+from memoryd.memory.models import (
+    Memory,
+    MemoryType,
+    memory_from_payload,
+    memory_type,
+    turn_from_payload,
+)
+from memoryd.store.graph import GraphEngine, GraphStore
+from memoryd.store.journal import Journal, LogEntry, LogKind, TurnEntry
+from memoryd.store.vectors import VectorStore
+from memoryd.writer import SerialWriter
+
+log = logging.getLogger(__name__)
+
+JOURNAL_FILE = "journal.sqlite"
+GRAPH_DIR = "graph"
+VECTORS_DIR = "vectors"
+
+
+class Workspace:
+    """The journal, graph, vectors and writer of one user, opened together.
+
+    Parameters: ``user_id`` (already validated), ``directory`` (``<data_dir>/users/<user_id>``),
+    ``config`` (graph engine and sizes, vector parameters), ``dim`` (embedding size).
+    Opening replays whatever the projections have not applied yet.
+    """
+
+    def __init__(self, user_id: str, directory: Path, config: Config, dim: int) -> None:
+        self.user_id = user_id
+        self.directory = directory
+        self.config = config
+        directory.mkdir(parents=True, exist_ok=True)
+        self.journal = Journal(directory / JOURNAL_FILE)
+        self.graph = self._open_graph()
+        self.dim = dim
+        self.vectors = self._open_vectors()
+        self.writer = SerialWriter(user_id)
+        self._graph_seq = self.graph.applied_seq()
+        self._unsaved = 0
+        self.writer.call(self.catch_up)
+
+    def _open_graph(self) -> GraphStore:
+        return GraphStore(
+            self.directory / GRAPH_DIR,
+            GraphEngine(self.config.graph_engine),
+            max_db_size=self.config.graph_max_db_size,
+            buffer_pool_size=self.config.graph_buffer_pool_size,
+        )
+
+    def _open_vectors(self) -> VectorStore:
+        return VectorStore(
+            self.directory / VECTORS_DIR,
+            self.dim,
+            m=self.config.vectors_m,
+            ef_construction=self.config.vectors_ef_construction,
+            ef_search=self.config.vectors_ef_search,
+        )
+
+    # -- writes (run on the writer thread) ---------------------------------------------------
+
+    def commit_turns(self, entries: Sequence[TurnEntry]) -> list[int]:
+        """Journal ``entries`` in one transaction, then project them. Returns their seqs."""
+        seqs = self.journal.append_turns(entries)
+        for seq, entry in zip(seqs, entries, strict=True):
+            if self._graph_seq == seq - 1:
+                self._project_graph_turn(seq, entry.turn, entry.embedding, entry.memories)
+            if self.vectors.applied_seq == seq - 1:
+                self._project_vectors_turn(seq, entry.memories, entry.embedding)
+        self.catch_up()
+        return seqs
+
+    def patch_memory(self, memory: Memory, embedding: np.ndarray | None) -> int:
+        seq = self.journal.patch_memory(memory, embedding)
+        self.catch_up()
+        return seq
+
+    def delete_memory(self, memory_id: str) -> int:
+        seq = self.journal.delete_memory(memory_id)
+        self.catch_up()
+        return seq
+
+    def catch_up(self) -> int:
+        """Apply journal entries each projection has not applied; return how many were read."""
+        start = min(self._graph_seq, self.vectors.applied_seq)
+        if start >= self.journal.max_seq():
+            return 0
+        count = 0
+        for entry in self.journal.entries(after_seq=start):
+            count += 1
+            if entry.seq > self._graph_seq and not self._apply_graph(entry):
+                break
+            if entry.seq > self.vectors.applied_seq:
+                self._apply_vectors(entry)
+        if count:
+            log.info("user %s: replayed %d journal entries", self.user_id, count)
+        self._maybe_save(count)
+        return count
+
+    def _apply_graph(self, entry: LogEntry) -> bool:
+        if entry.kind is LogKind.TURN:
+            turn, memories = _turn_payload(entry)
+            embedding = self.journal.turn_embeddings([turn.turn_id])[turn.turn_id]
+            return self._project_graph_turn(entry.seq, turn, embedding, memories)
+        try:
+            if entry.kind is LogKind.MEMORY_PATCH:
+                memory = _memory(entry.payload)
+                self.graph.upsert_memory(entry.seq, memory)
+            else:
+                self.graph.delete_memory(entry.seq, entry.ref)
+        except MemorydError:
+            log.exception("user %s: graph apply of seq %d failed", self.user_id, entry.seq)
+            return False
+        self._graph_seq = entry.seq
+        return True
+
+    def _project_graph_turn(
+        self, seq: int, turn, embedding: np.ndarray, memories: list[Memory]
+    ) -> bool:
+        try:
+            self.graph.apply_turn(seq, turn, embedding, memories)
+        except MemorydError:
+            log.exception("user %s: graph apply of seq %d failed", self.user_id, seq)
+            return False
+        self._graph_seq = seq
+        return True
+
+    def _apply_vectors(self, entry: LogEntry) -> None:
+        if entry.kind is LogKind.TURN:
+            _, memories = _turn_payload(entry)
+            embedding = self.journal.turn_embeddings([entry.ref])[entry.ref]
+            self._project_vectors_turn(entry.seq, memories, embedding)
+            return
+        num = self.journal.nums([entry.ref]).get(entry.ref)
+        if num is None:
+            self.vectors.mark_applied(entry.seq)
+            return
+        mtype = MemoryType(entry.payload.get("type", MemoryType.EPISODIC))
+        if entry.kind is LogKind.MEMORY_DELETE:
+            for t in MemoryType:
+                self.vectors.remove(entry.seq, t, num)
+        elif "embedding" in entry.payload:
+            vec = np.asarray(entry.payload["embedding"], dtype=np.float32)[None, :]
+            self.vectors.add(entry.seq, mtype, [num], vec)
+        else:
+            self.vectors.mark_applied(entry.seq)
+
+    def _project_vectors_turn(
+        self, seq: int, memories: list[Memory], embedding: np.ndarray
+    ) -> None:
+        nums = self.journal.nums([m.id for m in memories])
+        by_type: dict[MemoryType, list[int]] = defaultdict(list)
+        for memory in memories:
+            by_type[memory_type(memory)].append(nums[memory.id])
+        for mtype, labels in by_type.items():
+            self.vectors.add(seq, mtype, labels, np.repeat(embedding[None, :], len(labels), axis=0))
+        self.vectors.mark_applied(seq)
+        self._maybe_save(1)
+
+    def _maybe_save(self, changes: int) -> None:
+        self._unsaved += changes
+        if self._unsaved >= self.config.vectors_save_every:
+            self.vectors.save()
+            self._unsaved = 0
+
+    def save(self) -> None:
+        """Persist the vectors if anything changed since the last save."""
+        if self.vectors.applied_seq != self.vectors.saved_seq:
+            self.vectors.save()
+            self._unsaved = 0
+
+    # -- maintenance -------------------------------------------------------------------------
+
+    def rebuild(self) -> dict[str, int]:
+        """Empty graph and vectors and recreate them from the journal (runs on the writer)."""
+        self.graph.clear()
+        self._graph_seq = 0
+        self.vectors.close()
+        shutil.rmtree(self.directory / VECTORS_DIR, ignore_errors=True)
+        self.vectors = self._open_vectors()
+        replayed = self.catch_up()
+        self.vectors.save()
+        self._unsaved = 0
+        return {"replayed": replayed, **self.counts()}
+
+    def counts(self) -> dict[str, int]:
+        out = dict(self.journal.counts())
+        out.update(self.vectors.counts())
+        out.update({f"graph_{k}": v for k, v in self.graph.counts().items()})
+        return out
+
+    def close(self) -> None:
+        """Drain the writer, save vectors, close every store. Guarded per step and logged."""
+
+        def _final() -> None:
+            try:
+                self.vectors.save()
+            except MemorydError:
+                log.exception("user %s: saving vectors on close failed", self.user_id)
+
+        try:
+            self.writer.call(_final)
+        finally:
+            self.writer.close()
+            for name, store in (
+                ("vectors", self.vectors),
+                ("graph", self.graph),
+                ("journal", self.journal),
+            ):
+                try:
+                    store.close()
+                except Exception:
+                    log.exception("user %s: closing %s failed", self.user_id, name)
+
+
+def _memory(payload: dict) -> Memory:
+    return memory_from_payload(MemoryType(payload["type"]), payload["record"])
+
+
+def _turn_payload(entry: LogEntry):
+    turn = turn_from_payload(entry.payload["turn"])
+    return turn, [_memory(m) for m in entry.payload["memories"]]

@@ -1,0 +1,294 @@
+"""`make bench`: ingest and query latency of memoryd against bare baselines, measured in one run.
+
+At each size (default 1k and 10k ingested turns) it prints p50/p95 of
+  (a) one durable single-turn ingest through the service façade,
+  (b) one query through the façade,
+  (c) the bare encoder call,
+  (d) a bare fsync'd SQLite insert (WAL, synchronous=FULL, one row with a 1.5 KB blob),
+  (e) a bare graph transaction writing the same nodes and edges as one ingest (scratch database),
+and (a), (b) again over HTTP against a real `memoryd serve` process, then the ratios
+  ingest p50 / (c + d + e p50s)   target <= 1.5
+  query p50 / encoder p50         target <= 4 (at 10k)
+plus batch ingest throughput (turns/s at batch 128, over HTTP) and the daemon's RSS (target
+<= 350 MB at 10k turns, no LLM). Turn texts come from LoCoMo (read in place, never copied) when
+the file is present, else from a synthetic generator.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+from memoryd.config import load_config
+from memoryd.memory.build import build_memories
+from memoryd.memory.extract import extract
+from memoryd.memory.models import Label, Role, Turn
+from memoryd.retrieve import QueryParams
+from memoryd.service import MemoryService, NewTurn
+from memoryd.store.graph import GraphEngine, GraphStore
+
+REPO = Path(__file__).resolve().parents[1]
+LOCOMO = REPO.parent / "shared" / "data" / "locomo" / "locomo10.json"
+QUERIES = [
+    "When did Caroline go to the support group?",
+    "What does Melanie like to paint?",
+    "Where did they go camping?",
+    "what medication am I allergic to",
+    "what did we talk about last week?",
+    "Which books has she read recently?",
+]
+
+
+def texts(n: int) -> list[str]:
+    base: list[str] = []
+    if LOCOMO.exists():
+        for sample in json.loads(LOCOMO.read_text()):
+            conv = sample["conversation"]
+            for key in sorted(k for k in conv if re.fullmatch(r"session_\d+", k)):
+                base += [t["text"] for t in conv[key]]
+    else:
+        rng = np.random.default_rng(0)
+        words = "run dinner anna oslo knee doctor paint hike book pasta bus rain dog".split()
+        base = [" ".join(rng.choice(words, 12)) for _ in range(2000)]
+    return [base[i % len(base)] for i in range(n)]
+
+
+def turns(n: int, offset: int = 0) -> list[NewTurn]:
+    start = datetime(2024, 1, 1, tzinfo=UTC)
+    return [
+        NewTurn(
+            session_id=f"s{(offset + i) // 20}",
+            role=Role.USER,
+            text=text,
+            ts=start + timedelta(minutes=offset + i),
+            turn_id=f"b{offset + i}",
+        )
+        for i, text in enumerate(texts(offset + n)[offset:])
+    ]
+
+
+def pct(values: list[float]) -> tuple[float, float]:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2], ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
+
+
+def timed(fn: Callable[[int], object], n: int) -> list[float]:
+    out = []
+    for i in range(n):
+        t = time.perf_counter()
+        fn(i)
+        out.append((time.perf_counter() - t) * 1000)
+    return out
+
+
+def bare_sqlite(directory: Path, n: int) -> list[float]:
+    conn = sqlite3.connect(directory / "bare.sqlite", isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("CREATE TABLE t(id TEXT PRIMARY KEY, payload TEXT, embedding BLOB)")
+    blob = np.zeros(384, np.float32).tobytes()
+
+    def insert(i: int) -> None:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("INSERT INTO t VALUES (?, ?, ?)", (f"x{i}", "y" * 400, blob))
+        conn.execute("COMMIT")
+
+    out = timed(insert, n)
+    conn.close()
+    return out
+
+
+def bare_graph(directory: Path, service: MemoryService, sample: list[NewTurn]) -> list[float]:
+    """The same nodes and edges one ingest writes, in one graph transaction per turn."""
+    store = GraphStore(
+        directory / "bare-graph",
+        GraphEngine.LADYBUG,
+        max_db_size=1 << 32,
+        buffer_pool_size=64 << 20,
+    )
+    prepared = []
+    for i, new in enumerate(sample):
+        turn = Turn(
+            f"g{i}",
+            new.session_id,
+            new.role,
+            new.text,
+            new.ts or datetime.now(UTC),
+            labels=(Label.EPISODIC,),
+        )
+        vec = service.encoder.embed(new.text)
+        prepared.append((turn, vec, build_memories(turn, extract(turn.text, turn.ts))))
+    out = timed(lambda i: store.apply_turn(i + 1, *prepared[i]), len(prepared))
+    store.close()
+    return out
+
+
+class Server:
+    """A real `memoryd serve` process on a free port."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "memoryd",
+                "serve",
+                "--port",
+                "0",
+                "--data-dir",
+                str(data_dir),
+                "--model-dir",
+                str(REPO / "models"),
+                "--log-level",
+                "info",
+            ],
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        )
+        port = None
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            if m := re.search(r"running on http://127\.0\.0\.1:(\d+)", line):
+                port = int(m.group(1))
+                break
+        if port is None:
+            raise RuntimeError("server did not start")
+        token = (data_dir / "token").read_text().strip()
+        self.client = httpx.Client(
+            base_url=f"http://127.0.0.1:{port}",
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=120,
+        )
+
+    def rss_mb(self) -> float:
+        status = Path(f"/proc/{self.proc.pid}/status").read_text()
+        return int(re.search(r"VmRSS:\s+(\d+)", status).group(1)) / 1024
+
+    def stop(self) -> None:
+        self.client.close()
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(30)
+
+
+def payload(batch: list[NewTurn]) -> dict:
+    return {
+        "turns": [
+            {
+                "turn_id": t.turn_id,
+                "session_id": t.session_id,
+                "role": t.role.value,
+                "text": t.text,
+                "ts": t.ts.isoformat() if t.ts else None,
+            }
+            for t in batch
+        ]
+    }
+
+
+def fill_http(server: Server, start: int, stop: int) -> float:
+    """Batch-128 ingest over HTTP from ``start`` to ``stop``; returns turns/s."""
+    pending = turns(stop - start, offset=start)
+    t = time.perf_counter()
+    for i in range(0, len(pending), 128):
+        server.client.post(
+            "/v1/users/bench/turns", json=payload(pending[i : i + 128])
+        ).raise_for_status()
+    return len(pending) / (time.perf_counter() - t)
+
+
+def fill_service(service: MemoryService, start: int, stop: int) -> None:
+    pending = turns(stop - start, offset=start)
+    for i in range(0, len(pending), 128):
+        service.ingest("bench", pending[i : i + 128])
+
+
+def rows_for_size(
+    size: int, service: MemoryService, server: Server, scratch: Path, n: int, throughput: float
+) -> Iterator[tuple[str, float, float, str]]:
+    single = turns(n, offset=10_000_000 + size)
+    ingest = timed(lambda i: service.ingest("bench", [single[i]]), n)
+    query = timed(lambda i: service.query("bench", QueryParams(QUERIES[i % len(QUERIES)])), n)
+    encoder = timed(lambda i: service.encoder.embed(single[i].text), n)
+    sqlite_ms = bare_sqlite(scratch, n)
+    graph_ms = bare_graph(scratch, service, turns(n, offset=20_000_000 + size))
+    http_single = turns(n, offset=30_000_000 + size)
+    http_ingest = timed(
+        lambda i: server.client.post(
+            "/v1/users/bench/turns", json=payload([http_single[i]])
+        ).raise_for_status(),
+        n,
+    )
+    http_query = timed(
+        lambda i: server.client.post(
+            "/v1/users/bench/query", json={"query": QUERIES[i % 6]}
+        ).raise_for_status(),
+        n,
+    )
+    necessary = pct(encoder)[0] + pct(sqlite_ms)[0] + pct(graph_ms)[0]
+    for name, values in [
+        ("(a) ingest, façade", ingest),
+        ("(b) query, façade", query),
+        ("(c) encoder", encoder),
+        ("(d) sqlite fsync insert", sqlite_ms),
+        ("(e) graph txn", graph_ms),
+        ("(a) ingest, HTTP", http_ingest),
+        ("(b) query, HTTP", http_query),
+    ]:
+        yield (name, *pct(values), "")
+    ingest_ratio = pct(ingest)[0] / necessary
+    query_ratio = pct(query)[0] / pct(encoder)[0]
+    yield ("ratio ingest/(c+d+e)", ingest_ratio, float("nan"), "target <= 1.5")
+    yield ("ratio query/encoder", query_ratio, float("nan"), "target <= 4 at 10k")
+    yield ("batch-128 ingest turns/s (HTTP)", throughput, float("nan"), "")
+    yield ("daemon RSS MB", server.rss_mb(), float("nan"), "target <= 350 at 10k")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", default="1000,10000", help="Comma-separated turn counts.")
+    parser.add_argument("--samples", type=int, default=200, help="Timed calls per figure.")
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    with tempfile.TemporaryDirectory(prefix="memoryd-bench-") as tmp:
+        root = Path(tmp)
+        config = load_config(None, {}, {"data_dir": root / "svc", "model_dir": REPO / "models"})
+        service = MemoryService.from_config(config)
+        server = Server(root / "http")
+        try:
+            filled = 0
+            for size in sizes:
+                print(f"filling to {size} turns …", file=sys.stderr)
+                fill_service(service, filled, size)
+                throughput = fill_http(server, filled, size)
+                filled = size
+                scratch = root / f"scratch-{size}"
+                scratch.mkdir()
+                print(f"\n## {size} turns ingested ({args.samples} samples per figure, ms)")
+                print(f"{'figure':34} {'p50':>9} {'p95':>9}  note")
+                for name, p50, p95, note in rows_for_size(
+                    size, service, server, scratch, args.samples, throughput
+                ):
+                    p95s = "" if p95 != p95 else f"{p95:9.3f}"
+                    print(f"{name:34} {p50:9.3f} {p95s:>9}  {note}")
+        finally:
+            server.stop()
+            service.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,527 @@
+"""Contract tests for the graph store, on real engines.
+
+``TestGraphContract`` runs in-process on the engine named by ``MEMORYD_GRAPH_ENGINE`` (default
+ladybug). The two engines cannot be loaded in one process, so ``test_contract_holds_on_kuzu``
+re-runs that class in a child interpreter (``MEMORYD_KUZU_PYTHON``, which must import kuzu, numpy
+and pytest) with the engine set to kuzu.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memoryd.errors import ClosedError, GraphError
+from memoryd.memory.models import (
+    Entity,
+    EntityType,
+    Episode,
+    Fact,
+    Memory,
+    Mention,
+    Role,
+    Rule,
+    RuleNode,
+    RuleNodeKind,
+    State,
+    Task,
+    TaskStatus,
+    Turn,
+)
+from memoryd.store.graph import EMBEDDING_DIM, GraphEngine, GraphStore
+
+ENGINE = GraphEngine(os.environ.get("MEMORYD_GRAPH_ENGINE", GraphEngine.LADYBUG))
+DEFAULT_KUZU_PYTHON = "/tmp/kuzuvenv/bin/python"
+# The child runs only the contract class, without conftest.py: the kuzu interpreter has kuzu,
+# numpy and pytest, not the service's dependencies.
+KUZU_PYTEST_ARGS = ("-q", "-p", "no:cacheprovider", "--noconftest", "-k", "TestGraphContract")
+ROOT = Path(__file__).resolve().parents[1]
+T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
+EMBEDDING = np.zeros(EMBEDDING_DIM, dtype=np.float32)
+
+
+def open_store(path: Path, engine: GraphEngine = ENGINE) -> GraphStore:
+    return GraphStore(path, engine, max_db_size=1 << 30, buffer_pool_size=64 << 20)
+
+
+def at(minutes: float) -> datetime:
+    return T0 + timedelta(minutes=minutes)
+
+
+def person(name: str) -> Entity:
+    return Entity(f"ent-{name.lower()}", name, EntityType.PERSON)
+
+
+def make_turn(turn_id: str, session: str = "s1", minutes: float = 0) -> Turn:
+    return Turn(turn_id, session, Role.USER, f"text of {turn_id}", at(minutes))
+
+
+def make_episode(episode_id: str, turn: Turn, *names: str, ts: datetime | None = None) -> Episode:
+    mentions = [Mention(person(name)) for name in names]
+    return Episode(
+        episode_id, turn.turn_id, turn.session_id, turn.text, ts or turn.ts, mentions=mentions
+    )
+
+
+def make_fact(fact_id: str, turn_id: str, name: str, valid_to: datetime | None = None) -> Fact:
+    return Fact(fact_id, turn_id, "knows", person(name), f"I know {name}", valid_to=valid_to)
+
+
+def make_rule(rule_id: str, turn_id: str, nodes: Sequence[RuleNode]) -> Rule:
+    return Rule(rule_id, turn_id, f"title {rule_id}", f"text {rule_id}", list(nodes))
+
+
+def make_task(task_id: str, turn_id: str, *statuses: TaskStatus) -> Task:
+    states = [State(f"{task_id}-s{i}", s, at(i)) for i, s in enumerate(statuses)]
+    return Task(task_id, turn_id, f"title {task_id}", f"text {task_id}", states=states)
+
+
+def ingest(store: GraphStore, seq: int, turn: Turn, *memories: Memory) -> None:
+    store.apply_turn(seq, turn, EMBEDDING, list(memories))
+
+
+def ingest_episodes(store: GraphStore, session: str, minutes: Sequence[float]) -> list[str]:
+    """One turn and one episode per entry of ``minutes``, applied in that order."""
+    ids = []
+    for i, m in enumerate(minutes):
+        turn = make_turn(f"{session}-t{i}", session, m)
+        ingest(store, i + 1, turn, make_episode(f"{session}-e{i}", turn))
+        ids.append(f"{session}-e{i}")
+    return ids
+
+
+class TestGraphContract:
+    @pytest.fixture
+    def store(self, tmp_path: Path) -> Iterator[GraphStore]:
+        with open_store(tmp_path / "graph.db") as store:
+            yield store
+
+    def test_empty_store_reads(self, store: GraphStore) -> None:
+        assert store.applied_seq() == 0
+        assert set(store.counts().values()) == {0}
+        assert store.session_neighbours([]) == {}
+        assert store.session_neighbours(["nope"]) == {"nope": []}
+        assert store.episodes_sharing_entities(["nope"], 5) == []
+        assert store.entities_of(["nope"]) == {"nope": []}
+        assert store.facts_about(["nope"]) == []
+        assert store.rules_with_conditions() == []
+        assert store.rule_tree("nope") == []
+        assert store.open_tasks() == []
+        assert store.memory_ids_for_turn("nope") == []
+        assert not store.has_turn("nope")
+
+    def test_apply_turn_is_idempotent(self, store: GraphStore) -> None:
+        turn = make_turn("t1")
+        memories = [
+            make_episode("e1", turn, "Ann", "Bob", "Cy"),
+            make_fact("f1", "t1", "Dee"),
+            make_rule("r1", "t1", [RuleNode("r1-n0", RuleNodeKind.CONDITION, "if rain", 0)]),
+            make_task("k1", "t1", TaskStatus.PENDING),
+        ]
+        store.apply_turn(1, turn, EMBEDDING, memories)
+        first = store.counts()
+        store.apply_turn(1, turn, EMBEDDING, memories)
+
+        assert store.counts() == first
+        assert first == {
+            "Turn": 1,
+            "Episode": 1,
+            "Entity": 4,
+            "User": 1,
+            "Rule": 1,
+            "RuleNode": 1,
+            "Task": 1,
+            "State": 1,
+            "FACT": 1,
+        }
+        assert store.memory_ids_for_turn("t1") == ["e1", "f1", "k1", "r1"]
+        assert store.has_turn("t1")
+        assert store.applied_seq() == 1
+
+    def test_next_chain_follows_ts_then_id_whatever_the_arrival_order(
+        self, store: GraphStore
+    ) -> None:
+        # Arrival order 30, 10, 20, 20, 0 minutes: e2 and e3 tie on ts and are ordered by id.
+        ids = ingest_episodes(store, "s1", [30, 10, 20, 20, 0])
+        ingest_episodes(store, "s2", [15])
+        chain = ["s1-e4", "s1-e1", "s1-e2", "s1-e3", "s1-e0"]
+
+        neighbours = store.session_neighbours(ids, window=1)
+        for i, eid in enumerate(chain):
+            assert neighbours[eid] == chain[max(0, i - 1) : i] + chain[i + 1 : i + 2]
+        assert store.session_neighbours(["s1-e2"], window=2) == {
+            "s1-e2": ["s1-e4", "s1-e1", "s1-e3", "s1-e0"]
+        }
+        assert store.session_neighbours(["s2-e0"]) == {"s2-e0": []}
+        with pytest.raises(ValueError):
+            store.session_neighbours(ids, window=0)
+
+    def test_next_chain_converts_offsets_to_utc(self, store: GraphStore) -> None:
+        plus_two = timezone(timedelta(hours=2))
+        early, late = make_turn("t-early", "s1", 0), make_turn("t-late", "s1", 60)
+        # 13:30+02:00 is 11:30 UTC: before both turns, though its wall-clock time is after.
+        odd = make_turn("t-odd")
+        ingest(store, 1, early, make_episode("early", early))
+        ingest(store, 2, late, make_episode("late", late))
+        ingest(
+            store,
+            3,
+            odd,
+            make_episode("odd", odd, ts=datetime(2024, 5, 1, 13, 30, tzinfo=plus_two)),
+        )
+
+        assert store.session_neighbours(["early"]) == {"early": ["odd", "late"]}
+
+    def test_reapplying_or_moving_an_episode_keeps_one_chain(self, store: GraphStore) -> None:
+        ids = ingest_episodes(store, "s1", [0, 10, 20])
+        turn = make_turn("s1-t1", "s1", 10)
+        ingest(store, 2, turn, make_episode("s1-e1", turn))
+        assert store.session_neighbours(ids) == {
+            "s1-e0": ["s1-e1"],
+            "s1-e1": ["s1-e0", "s1-e2"],
+            "s1-e2": ["s1-e1"],
+        }
+
+        store.upsert_memory(4, make_episode("s1-e1", turn, ts=at(30)))
+        assert store.session_neighbours(ids) == {
+            "s1-e0": ["s1-e2"],
+            "s1-e1": ["s1-e2"],
+            "s1-e2": ["s1-e0", "s1-e1"],
+        }
+
+    def test_episodes_sharing_entities(self, store: GraphStore) -> None:
+        turn = make_turn("t1")
+        ingest(
+            store,
+            1,
+            turn,
+            make_episode("a", turn, "Ann", "Bob", "Cy"),
+            make_episode("b", turn, "Ann", "Bob"),
+            make_episode("c", turn, "Cy"),
+            make_episode("d", turn, "Dee"),
+            make_episode("e", turn, "Ann", "Bob", "Cy"),
+        )
+
+        assert store.episodes_sharing_entities(["a"], 10) == [("e", 3), ("b", 2), ("c", 1)]
+        assert store.episodes_sharing_entities(["a", "e"], 2) == [("b", 2), ("c", 1)]
+        assert store.episodes_sharing_entities(["d"], 10) == []
+        assert store.episodes_sharing_entities(["a"], 0) == []
+
+    def test_entities_of_episodes_and_facts(self, store: GraphStore) -> None:
+        turn = make_turn("t1")
+        rule = make_rule("r1", "t1", [])
+        ingest(
+            store,
+            1,
+            turn,
+            make_episode("e1", turn, "Bob", "Ann"),
+            make_fact("f1", "t1", "Cy"),
+            rule,
+        )
+
+        assert store.entities_of(["e1", "f1", "r1", "nope"]) == {
+            "e1": [person("Ann"), person("Bob")],
+            "f1": [person("Cy")],
+            "r1": [],
+            "nope": [],
+        }
+
+    def test_facts_about_current_only(self, store: GraphStore) -> None:
+        turn = make_turn("t1")
+        ingest(
+            store,
+            1,
+            turn,
+            make_fact("f-old", "t1", "Ann", valid_to=at(5)),
+            make_fact("f-new", "t1", "Ann"),
+            make_fact("f-bob", "t1", "Bob"),
+        )
+        ann, bob = person("Ann").id, person("Bob").id
+
+        assert store.facts_about([ann]) == ["f-new"]
+        assert store.facts_about([ann], current_only=False) == ["f-new", "f-old"]
+        assert store.facts_about([ann, bob]) == ["f-bob", "f-new"]
+        assert store.facts_about([]) == []
+
+    def test_rule_tree_is_in_ord_order(self, store: GraphStore) -> None:
+        nodes = [
+            RuleNode("n3", RuleNodeKind.ACTION, "take umbrella", 3, when="raining"),
+            RuleNode("n1", RuleNodeKind.CONDITION, "if I go out", 1),
+            RuleNode("n0", RuleNodeKind.CONDITION, "in the morning", 0),
+            RuleNode("n2", RuleNodeKind.BRANCH, "check weather", 2),
+        ]
+        turn = make_turn("t1")
+        other = RuleNode("r0-n0", RuleNodeKind.ACTION, "no condition", 0)
+        ingest(store, 1, turn, make_rule("r1", "t1", nodes), make_rule("r0", "t1", [other]))
+
+        tree = store.rule_tree("r1")
+        assert [n.id for n in tree] == ["n0", "n1", "n2", "n3"]
+        assert tree[3] == nodes[0]
+        assert store.rules_with_conditions() == [("r1", ["in the morning", "if I go out"])]
+
+    def test_private_node_ids_must_be_unique(self, store: GraphStore) -> None:
+        node = RuleNode("n0", RuleNodeKind.ACTION, "step", 0)
+        ingest(store, 1, make_turn("t1"), make_rule("r1", "t1", [node]))
+        with pytest.raises(GraphError):
+            store.upsert_memory(2, make_rule("r2", "t1", [node]))
+        assert store.rule_tree("r2") == []
+        assert store.applied_seq() == 1
+
+    def test_open_tasks_follow_the_latest_state(self, store: GraphStore) -> None:
+        turn = make_turn("t1")
+        ingest(
+            store,
+            1,
+            turn,
+            make_task("k-open", "t1", TaskStatus.PENDING),
+            make_task("k-new", "t1"),
+            make_task("k-done", "t1", TaskStatus.PENDING, TaskStatus.DONE),
+            make_task("k-reopened", "t1", TaskStatus.DONE, TaskStatus.PENDING),
+        )
+        assert store.open_tasks() == ["k-new", "k-open", "k-reopened"]
+
+        store.upsert_memory(2, make_task("k-open", "t1", TaskStatus.PENDING, TaskStatus.DONE))
+        assert store.open_tasks() == ["k-new", "k-reopened"]
+        assert store.counts()["State"] == 6
+
+    def test_upsert_replaces_properties_and_private_nodes(self, store: GraphStore) -> None:
+        turn = make_turn("t1")
+        three = [RuleNode(f"n{i}", RuleNodeKind.ACTION, f"step {i}", i) for i in range(3)]
+        ingest(store, 1, turn, make_rule("r1", "t1", three), make_fact("f1", "t1", "Ann"))
+
+        store.upsert_memory(2, make_rule("r1", "t1", three[:1]))
+        store.upsert_memory(3, make_fact("f1", "t1", "Bob"))
+
+        assert store.rule_tree("r1") == three[:1]
+        assert store.counts()["RuleNode"] == 1
+        assert store.counts()["FACT"] == 1
+        assert store.entities_of(["f1"]) == {"f1": [person("Bob")]}
+        assert store.applied_seq() == 3
+
+    def test_delete_memory_of_each_type(self, store: GraphStore) -> None:
+        ids = ingest_episodes(store, "s1", [0, 10, 20])
+        turn = make_turn("t9")
+        step = [RuleNode("n0", RuleNodeKind.CONDITION, "if", 0)]
+        memories = [
+            make_episode("e-ann", turn, "Ann"),
+            make_fact("f1", "t9", "Ann"),
+            make_rule("r1", "t9", step),
+            make_task("k1", "t9", TaskStatus.PENDING),
+        ]
+        ingest(store, 9, turn, *memories)
+
+        for memory_id in ("s1-e1", "e-ann", "f1", "r1", "k1", "nope"):
+            store.delete_memory(10, memory_id)
+
+        counts = store.counts()
+        assert (counts["Episode"], counts["RuleNode"], counts["State"], counts["FACT"]) == (
+            2,
+            0,
+            0,
+            0,
+        )
+        assert (counts["Rule"], counts["Task"], counts["Entity"]) == (0, 0, 1)
+        assert store.memory_ids_for_turn("t9") == []
+        assert store.session_neighbours([ids[0]]) == {ids[0]: [ids[2]]}
+        assert store.applied_seq() == 10
+
+    def test_applied_seq_is_monotone(self, store: GraphStore) -> None:
+        turn = make_turn("t1")
+        ingest(store, 5, turn)
+        store.upsert_memory(3, make_task("k1", "t1"))
+        assert store.applied_seq() == 5
+        store.delete_memory(7, "k1")
+        assert store.applied_seq() == 7
+
+    def test_failed_write_is_rolled_back(self, store: GraphStore) -> None:
+        ingest(store, 1, make_turn("t1"))
+        turn = make_turn("t2")
+        short = np.zeros(EMBEDDING_DIM - 1, dtype=np.float32)
+
+        with pytest.raises(GraphError) as failure:
+            store.apply_turn(2, turn, short, [make_episode("e2", turn, "Ann")])
+
+        assert isinstance(failure.value.__cause__, RuntimeError)
+        assert not store.has_turn("t2")
+        assert store.counts()["Episode"] == 0
+        assert store.applied_seq() == 1
+        ingest(store, 2, turn, make_episode("e2", turn, "Ann"))
+        assert store.memory_ids_for_turn("t2") == ["e2"]
+
+    def test_failed_read_raises_graph_error(self, store: GraphStore) -> None:
+        with pytest.raises(GraphError) as failure:
+            store.facts_about([1, 2])  # type: ignore[list-item]
+        assert isinstance(failure.value.__cause__, RuntimeError)
+        assert store.facts_about(["x"]) == []
+
+    def test_reads_while_writing(self, store: GraphStore) -> None:
+        failures: list[BaseException] = []
+        done = threading.Event()
+
+        def read_until_done() -> None:
+            while not done.is_set():
+                try:
+                    store.session_neighbours(["s1-e0"], window=3)
+                    store.counts()
+                except BaseException as exc:
+                    failures.append(exc)
+                    return
+
+        readers = [threading.Thread(target=read_until_done) for _ in range(2)]
+        for reader in readers:
+            reader.start()
+        try:
+            ingest_episodes(store, "s1", range(30))
+        finally:
+            done.set()
+            for reader in readers:
+                reader.join()
+        assert failures == []
+
+    def test_clear_empties_the_store(self, store: GraphStore) -> None:
+        ingest_episodes(store, "s1", [0, 1])
+        store.clear()
+        assert set(store.counts().values()) == {0}
+        assert store.applied_seq() == 0
+
+    def test_closed_store_raises(self, tmp_path: Path) -> None:
+        store = open_store(tmp_path / "graph.db")
+        store.close()
+        store.close()
+        turn = make_turn("t1")
+        calls = [
+            lambda: store.apply_turn(1, turn, EMBEDDING, []),
+            lambda: store.upsert_memory(1, make_task("k", "t1")),
+            lambda: store.delete_memory(1, "k"),
+            store.clear,
+            store.applied_seq,
+            store.counts,
+            store.rules_with_conditions,
+            store.open_tasks,
+            lambda: store.has_turn("t1"),
+            lambda: store.memory_ids_for_turn("t1"),
+            lambda: store.session_neighbours(["e"]),
+            lambda: store.episodes_sharing_entities(["e"], 3),
+            lambda: store.entities_of(["e"]),
+            lambda: store.facts_about(["x"]),
+            lambda: store.rule_tree("r"),
+        ]
+        for call in calls:
+            with pytest.raises(ClosedError, match="graph store is closed"):
+                call()
+
+    def test_reopen_keeps_data(self, tmp_path: Path) -> None:
+        path = tmp_path / "graph.db"
+        with open_store(path) as store:
+            turn = make_turn("t1")
+            ingest(store, 4, turn, make_episode("e1", turn, "Ann"), make_fact("f1", "t1", "Bob"))
+            before = store.counts()
+        with open_store(path) as store:
+            assert store.counts() == before
+            assert store.applied_seq() == 4
+            assert store.memory_ids_for_turn("t1") == ["e1", "f1"]
+
+
+@pytest.mark.slow
+def test_small_buffer_pool_keeps_accepting_writes(tmp_path: Path) -> None:
+    # With the engines' own 16 MiB checkpoint threshold this workload filled a 64 MiB pool at
+    # about turn 1060 and every later write failed; the default threshold scales with the pool.
+    people = [person(f"P{i}") for i in range(300)]
+    rng = random.Random(7)
+    with GraphStore(
+        tmp_path / "graph.db", GraphEngine.LADYBUG, max_db_size=1 << 30, buffer_pool_size=64 << 20
+    ) as store:
+        for i in range(1300):
+            turn = make_turn(f"t{i}", f"s{i // 20}", i)
+            picks = rng.sample(people, 3)
+            episode = Episode(
+                f"e{i}",
+                turn.turn_id,
+                turn.session_id,
+                turn.text * 5,
+                turn.ts,
+                mentions=[Mention(p) for p in picks],
+            )
+            fact = Fact(f"f{i}", turn.turn_id, "knows", picks[0], f"I know {picks[0].name}")
+            store.apply_turn(i + 1, turn, EMBEDDING, [episode, fact, make_task(f"k{i}", f"t{i}")])
+            if i % 10 == 0:
+                store.upsert_memory(i + 1, make_task(f"k{i}", f"t{i}", TaskStatus.DONE))
+        assert store.applied_seq() == 1300
+
+
+def test_contract_holds_on_kuzu() -> None:
+    python = os.environ.get("MEMORYD_KUZU_PYTHON", DEFAULT_KUZU_PYTHON)
+    try:
+        probe = subprocess.run(
+            [python, "-c", "import kuzu, numpy, pytest"], capture_output=True, text=True
+        )
+    except OSError as exc:
+        pytest.fail(f"MEMORYD_KUZU_PYTHON={python} cannot run: {exc}")
+    if probe.returncode != 0:
+        pytest.fail(
+            f"MEMORYD_KUZU_PYTHON={python} must import kuzu, numpy and pytest: {probe.stderr}"
+        )
+    env = {
+        **os.environ,
+        "MEMORYD_GRAPH_ENGINE": GraphEngine.KUZU,
+        "PYTHONPATH": str(ROOT / "daemon"),
+    }
+    run = subprocess.run(
+        [python, "-m", "pytest", __file__, *KUZU_PYTEST_ARGS],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, (
+        f"kuzu contract run failed:\n{run.stdout[-6000:]}\n{run.stderr[-2000:]}"
+    )
+
+
+def acknowledged_until_killed(path: Path, first: int, wanted: int, errors: Path) -> list[int]:
+    """Run the crash writer from ``first``; SIGKILL it once ``wanted`` seqs are acknowledged.
+
+    Returns every seq it acknowledged, including lines already in the pipe at the kill.
+    """
+    writer = Path(__file__).with_name("graph_crash_writer.py")
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "daemon")}
+    acked: list[int] = []
+    with (
+        errors.open("w") as stderr,
+        subprocess.Popen(
+            [sys.executable, str(writer), str(path), str(first)],
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            env=env,
+        ) as child,
+    ):
+        assert child.stdout is not None
+        while len(acked) < wanted and (line := child.stdout.readline()):
+            acked.append(int(line))
+        child.kill()
+        acked.extend(int(line) for line in child.stdout.read().split())
+    assert len(acked) >= wanted, f"writer stopped early: {errors.read_text()}"
+    return acked
+
+
+def test_acknowledged_turns_survive_kill_9(tmp_path: Path) -> None:
+    path = tmp_path / "graph.db"
+    rng = random.Random(20240501)
+    acked: list[int] = []
+    for _ in range(3):
+        first = acked[-1] + 1 if acked else 1
+        acked += acknowledged_until_killed(path, first, rng.randint(15, 60), tmp_path / "err")
+        with open_store(path, GraphEngine.LADYBUG) as store:
+            assert [seq for seq in acked if not store.has_turn(f"turn-{seq}")] == []
+            assert store.applied_seq() >= acked[-1]

@@ -1,0 +1,128 @@
+import sqlite3
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memoryd.errors import ClosedError, JournalError
+from memoryd.memory.models import (
+    Entity,
+    Episode,
+    Fact,
+    Label,
+    MemoryType,
+    Role,
+    Turn,
+)
+from memoryd.store.journal import Journal, LogKind, TurnEntry
+
+TS = datetime(2024, 5, 8, 13, 56, tzinfo=UTC)
+
+
+def entry(n: int, text: str, session: str = "s1") -> TurnEntry:
+    turn = Turn(f"t{n}", session, Role.USER, text, TS, labels=(Label.EPISODIC,), confidence=0.9)
+    episode = Episode(f"ep{n}", turn.turn_id, session, text, TS)
+    vec = np.full(4, n, dtype=np.float32)
+    return TurnEntry(turn, vec, [episode], {"turn_id": turn.turn_id, "n": n})
+
+
+@pytest.fixture
+def journal(tmp_path: Path):
+    j = Journal(tmp_path / "journal.sqlite")
+    yield j
+    j.close()
+
+
+def test_wal_and_full_sync(journal: Journal) -> None:
+    conn = sqlite3.connect(journal.path)
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert journal._writer.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+
+
+def test_append_returns_consecutive_seqs_and_reads_back(journal: Journal) -> None:
+    seqs = journal.append_turns([entry(1, "hiking in the alps"), entry(2, "dinner with anna")])
+    assert seqs == [1, 2]
+    turn, vec, reply = journal.turn("t2")
+    assert turn.text == "dinner with anna" and turn.labels == (Label.EPISODIC,)
+    assert vec.tolist() == [2.0] * 4
+    assert reply == {"turn_id": "t2", "n": 2}
+    assert journal.replies(["t1", "nope"]) == {"t1": {"turn_id": "t1", "n": 1}}
+    assert [s.memory.id for s in journal.memories_of_turn("t1")] == ["ep1"]
+
+
+def test_batch_is_atomic(journal: Journal) -> None:
+    journal.append_turns([entry(1, "first")])
+    with pytest.raises(JournalError):
+        journal.append_turns([entry(2, "second"), entry(1, "dup id")])
+    assert journal.counts()["turns"] == 1
+    assert journal.turn("t2") is None
+
+
+def test_bm25_drops_stopwords_and_filters_types(journal: Journal) -> None:
+    journal.append_turns([entry(1, "We went hiking in the Alps"), entry(2, "I cooked pasta")])
+    hits = journal.search_text("where did we go hiking?", [MemoryType.EPISODIC], 10)
+    assert [h[0] for h in hits] == [1]
+    assert hits[0][1] > 0
+    assert journal.search_text("the and of", [MemoryType.EPISODIC], 10) == []
+    assert journal.search_text("hiking", [MemoryType.SEMANTIC], 10) == []
+    # Porter stemming: "hike" matches "hiking"
+    assert [h[0] for h in journal.search_text("hike", [MemoryType.EPISODIC], 10)] == [1]
+
+
+def test_patch_and_delete_are_logged(journal: Journal) -> None:
+    journal.append_turns([entry(1, "I live in Oslo")])
+    stored = journal.memory("ep1")
+    assert stored is not None
+    patched = Episode("ep1", "t1", "s1", "I live in Bergen", TS)
+    seq = journal.patch_memory(patched, np.ones(4, dtype=np.float32))
+    assert journal.memory("ep1").memory.text == "I live in Bergen"
+    assert journal.memory_embeddings([stored.num])[stored.num].tolist() == [1.0] * 4
+    assert [h[0] for h in journal.search_text("bergen", list(MemoryType), 5)] == [stored.num]
+    assert journal.search_text("oslo", list(MemoryType), 5) == []
+    seq2 = journal.delete_memory("ep1")
+    assert seq2 == seq + 1
+    assert journal.memory("ep1") is None
+    assert journal.nums(["ep1"]) == {"ep1": stored.num}
+    with pytest.raises(JournalError):
+        journal.delete_memory("ep1")
+    kinds = [e.kind for e in journal.entries()]
+    assert kinds == [LogKind.TURN, LogKind.MEMORY_PATCH, LogKind.MEMORY_DELETE]
+
+
+def test_entries_after_seq_in_batches(journal: Journal) -> None:
+    journal.append_turns([entry(i, f"turn number {i}") for i in range(1, 8)])
+    assert [e.seq for e in journal.entries(after_seq=3, batch=2)] == [4, 5, 6, 7]
+    assert journal.max_seq() == 7
+
+
+def test_memories_roundtrip_with_entities(journal: Journal) -> None:
+    turn = Turn("t9", "s1", Role.USER, "I'm allergic to ibuprofen", TS)
+    fact = Fact(
+        "f9", "t9", "allergic_to", Entity("e1", "ibuprofen"), "allergic to ibuprofen", valid_from=TS
+    )
+    journal.append_turns([TurnEntry(turn, np.zeros(4, np.float32), [fact], {})])
+    stored = journal.memory("f9")
+    assert stored.type is MemoryType.SEMANTIC
+    assert stored.memory == fact
+    listed = journal.list_memories([MemoryType.SEMANTIC], limit=10)
+    assert [s.memory.id for s in listed] == ["f9"]
+
+
+def test_turns_page_by_session(journal: Journal) -> None:
+    journal.append_turns(
+        [entry(1, "a one", "s1"), entry(2, "b two", "s2"), entry(3, "c three", "s1")]
+    )
+    page = journal.turns("s1", limit=1)
+    assert [t.turn_id for _, t in page] == ["t1"]
+    page2 = journal.turns("s1", limit=5, after_seq=page[-1][0])
+    assert [t.turn_id for _, t in page2] == ["t3"]
+
+
+def test_closed_journal_refuses(tmp_path: Path) -> None:
+    j = Journal(tmp_path / "j.sqlite")
+    j.close()
+    with pytest.raises(ClosedError):
+        j.append_turns([entry(1, "x")])
+    with pytest.raises(ClosedError):
+        j.max_seq()

@@ -1,0 +1,241 @@
+"""The façade on real parts: encoder, router, journal, ladybug graph, hnswlib."""
+
+import shutil
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from conftest import make_config
+from memoryd.errors import (
+    ConflictError,
+    DataDirBusyError,
+    InvalidInputError,
+    InvalidUserIdError,
+    MemoryNotFoundError,
+    TurnNotFoundError,
+    UserNotFoundError,
+)
+from memoryd.memory.models import MemoryType, Role
+from memoryd.retrieve import QueryParams
+from memoryd.service import MemoryPatch, MemoryService, NewTurn
+
+T0 = datetime(2024, 5, 8, 13, 56, tzinfo=UTC)
+
+CHAT = [
+    ("s1", "I'm allergic to ibuprofen."),
+    ("s1", "Last weekend we went hiking in the Alps with my sister Anna."),
+    ("s1", "If it rains, take the bus instead of biking."),
+    ("s1", "Remind me to call the dentist tomorrow at 9am."),
+    ("s2", "ok thanks"),
+    ("s2", "I started learning to paint watercolour landscapes."),
+    ("s2", "My favourite food is ramen from the place near the station."),
+]
+
+
+def turns(items=CHAT, start=T0) -> list[NewTurn]:
+    return [
+        NewTurn(session_id=s, role=Role.USER, text=t, ts=start + timedelta(minutes=i))
+        for i, (s, t) in enumerate(items)
+    ]
+
+
+def ids_of(result) -> list[str]:
+    return [i.memory.id for i in result.items]
+
+
+def test_ingest_replies_with_labels_and_memories(service: MemoryService) -> None:
+    replies = service.ingest("alice", turns())
+    assert len(replies) == len(CHAT)
+    for reply in replies:
+        assert reply["labels"] and 0.0 <= reply["confidence"] <= 1.0
+        assert reply["routed_by"] == "classifier"
+        assert reply["duplicate"] is False
+    fragmented = replies[4]
+    assert fragmented["labels"] == ["fragmented"] and fragmented["memories"] == []
+    assert all(r["memories"] for i, r in enumerate(replies) if i != 4)
+    types = {m["type"] for r in replies for m in r["memories"]}
+    assert {"episodic", "semantic", "working"} <= types
+
+
+def test_retry_returns_the_first_reply(service: MemoryService) -> None:
+    first = service.ingest("alice", turns()[:2])
+    again = service.ingest("alice", turns()[:2] + turns()[:1])
+    assert [r["duplicate"] for r in again] == [True, True, True]
+    assert [r["memories"] for r in again[:2]] == [r["memories"] for r in first]
+    assert service.counts("alice")["turns"] == 2
+
+
+def test_duplicate_inside_one_batch(service: MemoryService) -> None:
+    t = turns()[0]
+    replies = service.ingest("alice", [t, t])
+    assert [r["duplicate"] for r in replies] == [False, True]
+    assert replies[0]["turn_id"] == replies[1]["turn_id"]
+
+
+def test_explicit_turn_id_is_the_key(service: MemoryService) -> None:
+    a = NewTurn(session_id="s", role=Role.USER, text="first text", turn_id="x1")
+    b = NewTurn(session_id="s", role=Role.USER, text="other text", turn_id="x1")
+    service.ingest("alice", [a])
+    reply = service.ingest("alice", [b])[0]
+    assert reply["duplicate"] is True
+    assert service.get_turn("alice", "x1")["text"] == "first text"
+
+
+def test_query_ranks_the_relevant_memory_first(service: MemoryService) -> None:
+    service.ingest("alice", turns())
+    result = service.query("alice", QueryParams("which painkiller am I allergic to?", k=3))
+    top = result.items[0]
+    assert "ibuprofen" in top.memory.text
+    assert "bm25" in top.why or "dense" in top.why
+    result = service.query("alice", QueryParams("hobbies: painting", k=3))
+    assert "watercolour" in result.items[0].memory.text
+
+
+def test_query_sections_and_open_tasks(service: MemoryService) -> None:
+    service.ingest("alice", turns())
+    result = service.query("alice", QueryParams("what is on my plate this week?", k=5))
+    working = result.section(MemoryType.WORKING)
+    assert any("dentist" in i.memory.text for i in working)
+
+
+def test_query_filters(service: MemoryService) -> None:
+    service.ingest("alice", turns())
+    only_s2 = service.query("alice", QueryParams("food painting allergy", session_id="s2"))
+    assert only_s2.items and all(i.session_id == "s2" for i in only_s2.items if i.hit)
+    late = service.query(
+        "alice", QueryParams("food painting allergy", since=T0 + timedelta(minutes=5))
+    )
+    assert all(i.ts >= (T0 + timedelta(minutes=5)).isoformat() for i in late.items if i.hit)
+    typed = service.query("alice", QueryParams("allergy", types=(MemoryType.SEMANTIC,)))
+    assert typed.items and {i.type for i in typed.items} == {MemoryType.SEMANTIC}
+
+
+def test_query_on_unknown_user_is_empty(service: MemoryService) -> None:
+    assert service.query("nobody", QueryParams("anything")).items == []
+
+
+def test_patch_reembeds_and_reindexes(service: MemoryService) -> None:
+    service.ingest("alice", turns())
+    target = service.query("alice", QueryParams("hiking Alps", k=1)).items[0].memory.id
+    updated = service.patch_memory("alice", target, MemoryPatch(text="We went sailing off Crete."))
+    assert updated["text"] == "We went sailing off Crete."
+    assert service.query("alice", QueryParams("sailing Crete", k=1)).items[0].memory.id == target
+    service.patch_memory("alice", target, MemoryPatch(importance=9))
+    assert service.get_memory("alice", target)["record"]["header"]["importance"] == 9
+    with pytest.raises(InvalidInputError):
+        service.patch_memory("alice", target, MemoryPatch(importance=11))
+    with pytest.raises(MemoryNotFoundError):
+        service.patch_memory("alice", "nope", MemoryPatch(text="x"))
+
+
+def test_delete_memory_removes_it_from_retrieval(service: MemoryService) -> None:
+    service.ingest("alice", turns())
+    target = service.query("alice", QueryParams("ramen", k=1)).items[0].memory.id
+    service.delete_memory("alice", target)
+    assert target not in ids_of(service.query("alice", QueryParams("ramen", k=10)))
+    with pytest.raises(MemoryNotFoundError):
+        service.get_memory("alice", target)
+    with pytest.raises(MemoryNotFoundError):
+        service.delete_memory("alice", target)
+
+
+def test_lists_and_lookups(service: MemoryService) -> None:
+    service.ingest("alice", turns())
+    page = service.list_turns("alice", "s1", limit=2)
+    assert len(page["turns"]) == 2 and page["next_cursor"] is not None
+    rest = service.list_turns("alice", "s1", limit=10, cursor=page["next_cursor"])
+    assert len(rest["turns"]) == 2 and rest["next_cursor"] is None
+    listed = service.list_memories("alice", (MemoryType.SEMANTIC,), limit=50)
+    assert listed["memories"] and all(m["type"] == "semantic" for m in listed["memories"])
+    turn_id = page["turns"][0]["turn_id"]
+    stored = service.get_turn("alice", turn_id)
+    assert stored["memories"] and stored["reply"]["turn_id"] == turn_id
+    with pytest.raises(TurnNotFoundError):
+        service.get_turn("alice", "missing")
+    with pytest.raises(UserNotFoundError):
+        service.get_turn("bob", "missing")
+
+
+def test_delete_user_removes_everything(service: MemoryService) -> None:
+    service.ingest("alice", turns())
+    removed = service.delete_user("alice")
+    assert removed["turns"] == len(CHAT)
+    assert removed["memories"] >= len(CHAT) - 1 and removed["vectors"] == removed["memories"]
+    assert removed["graph_nodes"] > 0 and removed["files"] > 0
+    assert not (service.users_dir / "alice").exists()
+    with pytest.raises(UserNotFoundError):
+        service.delete_user("alice")
+    assert service.query("alice", QueryParams("allergic")).items == []
+
+
+@pytest.mark.parametrize("bad", ["../x", "a/b", "", "x" * 65, "ü", "a b"])
+def test_bad_user_ids(service: MemoryService, bad: str) -> None:
+    with pytest.raises(InvalidUserIdError):
+        service.ingest(bad, turns()[:1])
+
+
+def test_turn_limits(service: MemoryService) -> None:
+    with pytest.raises(InvalidInputError):
+        service.ingest("alice", [])
+    big = NewTurn(session_id="s", role=Role.USER, text="x" * (32 * 1024 + 1))
+    with pytest.raises(InvalidInputError, match="over"):
+        service.ingest("alice", [big])
+    assert not service.user_exists("alice")
+
+
+def test_rebuild_reproduces_graph_and_vectors(service: MemoryService) -> None:
+    service.ingest("alice", turns())
+    before = service.counts("alice")
+    queries = ["allergic", "hiking sister", "dentist", "paint"]
+    ranked = [ids_of(service.query("alice", QueryParams(q))) for q in queries]
+    counts = service.rebuild("alice")
+    assert counts["replayed"] == before["log"]
+    after = service.counts("alice")
+    assert after == before
+    assert [ids_of(service.query("alice", QueryParams(q))) for q in queries] == ranked
+
+
+def test_reopen_replays_what_projections_lack(config, service_factory) -> None:
+    svc = service_factory(config)
+    svc.ingest("alice", turns())
+    before = svc.counts("alice")
+    svc.close()
+    user_dir = config.data_dir / "users" / "alice"
+    shutil.rmtree(user_dir / "vectors")
+    for path in user_dir.glob("graph*"):  # the database file and its WAL
+        path.unlink()
+    again = service_factory(config)
+    assert again.counts("alice") == before
+    assert "ibuprofen" in again.query("alice", QueryParams("allergic", k=1)).items[0].memory.text
+
+
+def test_export_import_roundtrip(service: MemoryService) -> None:
+    service.ingest("alice", turns())
+    target = service.query("alice", QueryParams("ramen", k=1)).items[0].memory.id
+    service.patch_memory("alice", target, MemoryPatch(text="I love sushi now."))
+    records = list(service.export_user("alice"))
+    assert records[0]["format"] == "memoryd.export" and records[0]["version"] == 1
+    counts = service.import_user("alice2", records)
+    assert counts["records"] == len(records) - 1
+    for q in ["sushi", "allergic", "dentist"]:
+        a = [i.memory.text for i in service.query("alice", QueryParams(q)).items]
+        b = [i.memory.text for i in service.query("alice2", QueryParams(q)).items]
+        assert a == b
+    with pytest.raises(ConflictError):
+        service.import_user("alice2", records)
+    with pytest.raises(InvalidInputError):
+        service.import_user("carol", [{"format": "other"}])
+
+
+def test_second_process_on_the_same_data_dir_is_refused(config, service_factory) -> None:
+    service_factory(config)
+    with pytest.raises(DataDirBusyError):
+        service_factory(config)
+
+
+def test_open_users_are_bounded(tmp_path, service_factory) -> None:
+    svc = service_factory(make_config(tmp_path / "d", **{"limits.max_open_users": 2}))
+    for user in ["u1", "u2", "u3", "u4"]:
+        svc.ingest(user, turns()[:1])
+    assert len(svc.open_counts()) == 2
+    assert svc.counts("u1")["turns"] == 1

@@ -1,0 +1,163 @@
+"""Timestamp parsing and time-expression resolution (memoryd.memory.timeparse)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from memoryd.memory.timeparse import find_times, parse_timestamp
+
+# Monday 8 May 2023, 13:56 UTC: the first LoCoMo session's time.
+NOW = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("2023-05-08T13:56:00Z", datetime(2023, 5, 8, 13, 56, tzinfo=UTC)),
+        ("2023-05-08T15:56:00+02:00", datetime(2023, 5, 8, 13, 56, tzinfo=UTC)),
+        ("2023-05-08T13:56:00", datetime(2023, 5, 8, 13, 56, tzinfo=UTC)),
+        ("2023-05-08 13:56", datetime(2023, 5, 8, 13, 56, tzinfo=UTC)),
+        ("2023-05-08", datetime(2023, 5, 8, tzinfo=UTC)),
+        ("  2023-05-08  ", datetime(2023, 5, 8, tzinfo=UTC)),
+        ("1:56 pm on 8 May, 2023", datetime(2023, 5, 8, 13, 56, tzinfo=UTC)),
+        ("10:37 am on 27 June, 2023", datetime(2023, 6, 27, 10, 37, tzinfo=UTC)),
+        ("12:05 am on 1 January, 2024", datetime(2024, 1, 1, 0, 5, tzinfo=UTC)),
+        ("12:30 pm on 15 Sept, 2023", datetime(2023, 9, 15, 12, 30, tzinfo=UTC)),
+        ("8 May, 2023", datetime(2023, 5, 8, tzinfo=UTC)),
+    ],
+)
+def test_parse_timestamp_returns_aware_utc(raw: str, expected: datetime) -> None:
+    value = parse_timestamp(raw)
+    assert value == expected
+    assert value.tzinfo is UTC
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ("", "is not ISO-8601"),
+        ("yesterday", "is not ISO-8601"),
+        ("2023-13-01", "is not ISO-8601"),
+        ("31 February, 2023", "does not exist"),
+        ("13:00 pm on 8 May, 2023", "does not exist"),
+        ("1:75 pm on 8 May, 2023", "does not exist"),
+    ],
+)
+def test_parse_timestamp_rejects_with_a_clear_message(raw: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        parse_timestamp(raw)
+
+
+def _found(text: str, now: datetime = NOW) -> list[tuple[str, str, str]]:
+    return [(m.text, m.value.isoformat(), m.granularity) for m in find_times(text, now)]
+
+
+def _day(iso: str) -> str:
+    return datetime.fromisoformat(iso).replace(tzinfo=UTC).isoformat()
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # absolute dates
+        ("we met on 8 May 2023", [("on 8 May 2023", _day("2023-05-08"), "day")]),
+        ("it was 27 June, 2023", [("27 June, 2023", _day("2023-06-27"), "day")]),
+        ("May 8th works", [("May 8th", _day("2023-05-08"), "day")]),
+        ("by May 20", [("by May 20", _day("2023-05-20"), "day")]),
+        ("the 3rd of March", [("the 3rd of March", _day("2023-03-03"), "day")]),
+        ("Dec 30th", [("Dec 30th", _day("2022-12-30"), "day")]),  # nearest year
+        ("due 2023-05-08", [("2023-05-08", _day("2023-05-08"), "day")]),
+        ("on Friday the 13th", [("on Friday the 13th", _day("2023-01-13"), "day")]),
+        ("on the 17th", [("on the 17th", _day("2023-05-17"), "day")]),
+        ("in June", [("in June", _day("2023-06-01"), "month")]),
+        ("in May 2022", [("in May 2022", _day("2022-05-01"), "month")]),
+        ("back in 2019", [("back in 2019", _day("2019-01-01"), "year")]),
+        # clock times
+        ("at 5pm", [("at 5pm", _day("2023-05-08T17:00"), "minute")]),
+        ("at 17:30", [("at 17:30", _day("2023-05-08T17:30"), "minute")]),
+        ("1:56 pm", [("1:56 pm", _day("2023-05-08T13:56"), "minute")]),
+        ("around 7 a.m.", [("around 7 a.m.", _day("2023-05-08T07:00"), "minute")]),
+        ("at noon", [("at noon", _day("2023-05-08T12:00"), "minute")]),
+        ("at 5 o'clock", [("at 5 o'clock", _day("2023-05-08T05:00"), "minute")]),
+        # date and clock merge into one mention
+        (
+            "1:56 pm on 8 May, 2023",
+            [("1:56 pm on 8 May, 2023", _day("2023-05-08T13:56"), "minute")],
+        ),
+        ("tomorrow at 5pm", [("tomorrow at 5pm", _day("2023-05-09T17:00"), "minute")]),
+        (
+            "tomorrow evening at 7pm",
+            [("tomorrow evening at 7pm", _day("2023-05-09T19:00"), "minute")],
+        ),
+        # relative days
+        ("today", [("today", _day("2023-05-08"), "day")]),
+        ("tonight", [("tonight", _day("2023-05-08T21:00"), "day")]),
+        ("this morning", [("this morning", _day("2023-05-08T09:00"), "day")]),
+        ("this evening", [("this evening", _day("2023-05-08T19:00"), "day")]),
+        ("yesterday", [("yesterday", _day("2023-05-07"), "day")]),
+        ("last night", [("last night", _day("2023-05-07T21:00"), "day")]),
+        ("tomorrow", [("tomorrow", _day("2023-05-09"), "day")]),
+        ("the day before yesterday", [("the day before yesterday", _day("2023-05-06"), "day")]),
+        ("the day after tomorrow", [("the day after tomorrow", _day("2023-05-10"), "day")]),
+        # weekdays (NOW is a Monday)
+        ("last Friday", [("last Friday", _day("2023-05-05"), "day")]),
+        ("last Monday", [("last Monday", _day("2023-05-01"), "day")]),
+        ("next Monday", [("next Monday", _day("2023-05-15"), "day")]),
+        ("this Monday", [("this Monday", _day("2023-05-08"), "day")]),
+        ("I ran on Friday", [("on Friday", _day("2023-05-05"), "day")]),
+        ("I will call her on Friday", [("on Friday", _day("2023-05-12"), "day")]),
+        # offsets
+        ("two weeks ago", [("two weeks ago", _day("2023-04-24"), "day")]),
+        ("3 days ago", [("3 days ago", _day("2023-05-05"), "day")]),
+        ("a few months ago", [("a few months ago", _day("2023-02-08"), "month")]),
+        ("a few years back", [("a few years back", _day("2020-01-01"), "year")]),
+        ("in 2 hours", [("in 2 hours", _day("2023-05-08T15:56"), "minute")]),
+        ("in 3 days", [("in 3 days", _day("2023-05-11"), "day")]),
+        # periods
+        ("last week", [("last week", _day("2023-05-01"), "day")]),
+        ("next week", [("next week", _day("2023-05-15"), "day")]),
+        ("last month", [("last month", _day("2023-04-01"), "month")]),
+        ("last year", [("last year", _day("2022-01-01"), "year")]),
+        ("last weekend", [("last weekend", _day("2023-05-06"), "day")]),
+        ("next weekend", [("next weekend", _day("2023-05-13"), "day")]),
+        ("last summer", [("last summer", _day("2022-06-01"), "month")]),
+        ("this winter", [("this winter", _day("2023-12-01"), "month")]),
+    ],
+)
+def test_find_times_resolves_against_now(text: str, expected: list[tuple[str, str, str]]) -> None:
+    assert _found(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I walked 5 miles at 5",  # a bare number is not a clock time
+        "May I ask you something?",  # "May" the verb
+        "my heart rate peaked at 160 bpm",
+        "the 2000 steps",
+        "2023-02-30",  # no such day
+        "13:00 pm",
+    ],
+)
+def test_find_times_ignores_what_is_not_a_time(text: str) -> None:
+    assert find_times(text, NOW) == []
+
+
+def test_find_times_returns_offsets_in_text_order() -> None:
+    text = "Last night I went for a run, and tomorrow at 5pm I rest; in 3 days I travel."
+    found = find_times(text, NOW)
+    assert [m.text for m in found] == ["Last night", "tomorrow at 5pm", "in 3 days"]
+    assert all(text[m.start : m.end] == m.text for m in found)
+    assert all(m.value.tzinfo is UTC for m in found)
+
+
+def test_find_times_takes_a_naive_now_as_utc() -> None:
+    naive = NOW.replace(tzinfo=None)
+    assert find_times("yesterday", naive) == find_times("yesterday", NOW)
+
+
+def test_find_times_is_deterministic() -> None:
+    text = "last Friday at 5pm, then two weeks ago and in June"
+    assert find_times(text, NOW) == find_times(text, NOW)
