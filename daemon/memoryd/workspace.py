@@ -14,6 +14,7 @@ import shutil
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -22,6 +23,7 @@ from memoryd.errors import MemorydError
 from memoryd.memory.models import (
     Memory,
     MemoryType,
+    Turn,
     memory_from_payload,
     memory_type,
     turn_from_payload,
@@ -135,7 +137,7 @@ class Workspace:
         return True
 
     def _project_graph_turn(
-        self, seq: int, turn, embedding: np.ndarray, memories: list[Memory]
+        self, seq: int, turn: Turn, embedding: np.ndarray, memories: list[Memory]
     ) -> bool:
         try:
             self.graph.apply_turn(seq, turn, embedding, memories)
@@ -233,10 +235,10 @@ class Workspace:
                     log.exception("user %s: closing %s failed", self.user_id, name)
 
 
-def _memory(payload: dict) -> Memory:
+def _memory(payload: dict[str, Any]) -> Memory:
     return memory_from_payload(MemoryType(payload["type"]), payload["record"])
 
 
-def _turn_payload(entry: LogEntry):
+def _turn_payload(entry: LogEntry) -> tuple[Turn, list[Memory]]:
     turn = turn_from_payload(entry.payload["turn"])
     return turn, [_memory(m) for m in entry.payload["memories"]]
