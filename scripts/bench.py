@@ -18,15 +18,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
-import signal
 import sqlite3
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -42,6 +40,9 @@ from memoryd.service import MemoryService, NewTurn
 from memoryd.store.graph import GraphEngine, GraphStore
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+from server import ServerProcess  # noqa: E402  (the e2e tests' real-server helper)
+
 LOCOMO = REPO.parent / "shared" / "data" / "locomo" / "locomo10.json"
 QUERIES = [
     "When did Caroline go to the support group?",
@@ -137,54 +138,6 @@ def bare_graph(directory: Path, service: MemoryService, sample: list[NewTurn]) -
     return out
 
 
-class Server:
-    """A real `memoryd serve` process on a free port."""
-
-    def __init__(self, data_dir: Path) -> None:
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "memoryd",
-                "serve",
-                "--port",
-                "0",
-                "--data-dir",
-                str(data_dir),
-                "--model-dir",
-                str(REPO / "models"),
-                "--log-level",
-                "info",
-            ],
-            stderr=subprocess.PIPE,
-            text=True,
-            env={**os.environ, "HF_HUB_OFFLINE": "1"},
-        )
-        port = None
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            if m := re.search(r"running on http://127\.0\.0\.1:(\d+)", line):
-                port = int(m.group(1))
-                break
-        if port is None:
-            raise RuntimeError("server did not start")
-        token = (data_dir / "token").read_text().strip()
-        self.client = httpx.Client(
-            base_url=f"http://127.0.0.1:{port}",
-            headers={"Authorization": f"Bearer {token}"},
-            timeout=120,
-        )
-
-    def rss_mb(self) -> float:
-        status = Path(f"/proc/{self.proc.pid}/status").read_text()
-        return int(re.search(r"VmRSS:\s+(\d+)", status).group(1)) / 1024
-
-    def stop(self) -> None:
-        self.client.close()
-        self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(30)
-
-
 def payload(batch: list[NewTurn]) -> dict:
     return {
         "turns": [
@@ -200,14 +153,12 @@ def payload(batch: list[NewTurn]) -> dict:
     }
 
 
-def fill_http(server: Server, start: int, stop: int) -> float:
+def fill_http(client: httpx.Client, start: int, stop: int) -> float:
     """Batch-128 ingest over HTTP from ``start`` to ``stop``; returns turns/s."""
     pending = turns(stop - start, offset=start)
     t = time.perf_counter()
     for i in range(0, len(pending), 128):
-        server.client.post(
-            "/v1/users/bench/turns", json=payload(pending[i : i + 128])
-        ).raise_for_status()
+        client.post("/v1/users/bench/turns", json=payload(pending[i : i + 128])).raise_for_status()
     return len(pending) / (time.perf_counter() - t)
 
 
@@ -217,9 +168,19 @@ def fill_service(service: MemoryService, start: int, stop: int) -> None:
         service.ingest("bench", pending[i : i + 128])
 
 
+@dataclass
+class Rig:
+    """What one benchmark run measures: the in-process façade and a real server process."""
+
+    service: MemoryService
+    server: ServerProcess
+    client: httpx.Client
+
+
 def rows_for_size(
-    size: int, service: MemoryService, server: Server, scratch: Path, n: int, throughput: float
+    rig: Rig, size: int, scratch: Path, n: int, throughput: float
 ) -> Iterator[tuple[str, float, float, str]]:
+    service, client = rig.service, rig.client
     single = turns(n, offset=10_000_000 + size)
     ingest = timed(lambda i: service.ingest("bench", [single[i]]), n)
     query = timed(lambda i: service.query("bench", QueryParams(QUERIES[i % len(QUERIES)])), n)
@@ -228,13 +189,13 @@ def rows_for_size(
     graph_ms = bare_graph(scratch, service, turns(n, offset=20_000_000 + size))
     http_single = turns(n, offset=30_000_000 + size)
     http_ingest = timed(
-        lambda i: server.client.post(
+        lambda i: client.post(
             "/v1/users/bench/turns", json=payload([http_single[i]])
         ).raise_for_status(),
         n,
     )
     http_query = timed(
-        lambda i: server.client.post(
+        lambda i: client.post(
             "/v1/users/bench/query", json={"query": QUERIES[i % 6]}
         ).raise_for_status(),
         n,
@@ -255,7 +216,7 @@ def rows_for_size(
     yield ("ratio ingest/(c+d+e)", ingest_ratio, float("nan"), "target <= 1.5")
     yield ("ratio query/encoder", query_ratio, float("nan"), "target <= 4 at 10k")
     yield ("batch-128 ingest turns/s (HTTP)", throughput, float("nan"), "")
-    yield ("daemon RSS MB", server.rss_mb(), float("nan"), "target <= 350 at 10k")
+    yield ("daemon RSS MB", rig.server.rss_mb(), float("nan"), "target <= 350 at 10k")
 
 
 def main() -> None:
@@ -268,24 +229,27 @@ def main() -> None:
         root = Path(tmp)
         config = load_config(None, {}, {"data_dir": root / "svc", "model_dir": REPO / "models"})
         service = MemoryService.from_config(config)
-        server = Server(root / "http")
+        server = ServerProcess(root / "http", REPO / "models")
+        client = server.client(timeout=120)
         try:
             filled = 0
             for size in sizes:
                 print(f"filling to {size} turns …", file=sys.stderr)
                 fill_service(service, filled, size)
-                throughput = fill_http(server, filled, size)
+                throughput = fill_http(client, filled, size)
                 filled = size
                 scratch = root / f"scratch-{size}"
                 scratch.mkdir()
                 print(f"\n## {size} turns ingested ({args.samples} samples per figure, ms)")
                 print(f"{'figure':34} {'p50':>9} {'p95':>9}  note")
+                rig = Rig(service, server, client)
                 for name, p50, p95, note in rows_for_size(
-                    size, service, server, scratch, args.samples, throughput
+                    rig, size, scratch, args.samples, throughput
                 ):
                     p95s = "" if p95 != p95 else f"{p95:9.3f}"
                     print(f"{name:34} {p50:9.3f} {p95s:>9}  {note}")
         finally:
+            client.close()
             server.stop()
             service.close()
 

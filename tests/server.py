@@ -1,4 +1,4 @@
-"""A real `memoryd serve` process for end-to-end tests: free port, token, start and kill."""
+"""A real `memoryd serve` process (end-to-end tests, `make bench`): free port, token, kill."""
 
 from __future__ import annotations
 
@@ -12,15 +12,15 @@ from pathlib import Path
 
 import httpx
 
-from conftest import MODEL_DIR
-
 STARTUP_TIMEOUT_S = 120
 
 
 class ServerProcess:
     """Starts `python -m memoryd serve --port 0` and reads the bound port from its log."""
 
-    def __init__(self, data_dir: Path, *extra: str, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, data_dir: Path, model_dir: Path, *extra: str, env: dict[str, str] | None = None
+    ) -> None:
         self.data_dir = data_dir
         self.log: list[str] = []
         self.proc = subprocess.Popen(
@@ -34,7 +34,7 @@ class ServerProcess:
                 "--data-dir",
                 str(data_dir),
                 "--model-dir",
-                str(MODEL_DIR),
+                str(model_dir),
                 *extra,
             ],
             stdout=subprocess.DEVNULL,
@@ -67,8 +67,14 @@ class ServerProcess:
         for line in self.proc.stderr:
             self.log.append(line)
 
-    def client(self) -> httpx.Client:
-        return httpx.Client(base_url=self.url, headers=self.headers, timeout=60)
+    def client(self, timeout: float = 60) -> httpx.Client:
+        return httpx.Client(base_url=self.url, headers=self.headers, timeout=timeout)
+
+    def rss_mb(self) -> float:
+        status = Path(f"/proc/{self.proc.pid}/status").read_text()
+        match = re.search(r"VmRSS:\s+(\d+)", status)
+        assert match is not None
+        return int(match.group(1)) / 1024
 
     def _finish(self, timeout: float) -> int:
         code = self.proc.wait(timeout)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -58,9 +59,19 @@ def error_of(r) -> dict:
     return body["error"]
 
 
+def wait_ready(client: TestClient) -> dict:
+    for _ in range(200):
+        r = client.get("/readyz")
+        if r.status_code == 200:
+            return r.json()
+        assert r.json()["status"] == "recovering"
+        time.sleep(0.05)
+    raise AssertionError("never ready")
+
+
 def test_health_and_readiness_need_no_token(client: TestClient) -> None:
     assert client.get("/healthz").json() == {"status": "ok"}
-    assert client.get("/readyz").json()["status"] == "ready"
+    assert wait_ready(client)["status"] == "ready"
     assert client.get("/openapi.json").status_code == 200
 
 

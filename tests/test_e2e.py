@@ -9,6 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from conftest import MODEL_DIR
 from server import ServerProcess
 
 pytestmark = pytest.mark.slow
@@ -25,7 +26,7 @@ def turn(writer: int, n: int) -> dict:
 
 @pytest.fixture
 def server(tmp_path: Path):
-    proc = ServerProcess(tmp_path / "data")
+    proc = ServerProcess(tmp_path / "data", MODEL_DIR)
     yield proc
     if proc.proc.poll() is None:
         proc.stop()
@@ -75,7 +76,7 @@ def test_concurrent_ingest_and_query(server: ServerProcess) -> None:
 
 def test_kill_9_loses_no_acknowledged_turn(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    server = ServerProcess(data)
+    server = ServerProcess(data, MODEL_DIR)
     acked: list[str] = []
     lock = threading.Lock()
 
@@ -101,9 +102,13 @@ def test_kill_9_loses_no_acknowledged_turn(tmp_path: Path) -> None:
         t.join()
     assert len(acked) >= 150
 
-    again = ServerProcess(data)
+    again = ServerProcess(data, MODEL_DIR)
     try:
         with again.client() as c:
+            deadline = time.monotonic() + 120
+            while c.get("/readyz").status_code != 200 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert any("start-up recovery: 1 users checked" in line for line in again.log)
             counts = c.get("/v1/users/k").json()["counts"]
             for turn_id in acked:
                 assert c.get(f"/v1/users/k/turns/{turn_id}").status_code == 200, turn_id
@@ -125,7 +130,7 @@ def test_kill_9_loses_no_acknowledged_turn(tmp_path: Path) -> None:
 
 def test_graceful_stop_saves_vectors(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    server = ServerProcess(data)
+    server = ServerProcess(data, MODEL_DIR)
     with server.client() as c:
         assert c.post("/v1/users/g/turns", json={"turns": [turn(0, 1)]}).status_code == 201
     # uvicorn re-raises the SIGTERM it handled, after a complete shutdown

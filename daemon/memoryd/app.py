@@ -56,6 +56,14 @@ async def _save_periodically(service: MemoryService) -> None:
             log.exception("periodic vector save failed")
 
 
+async def _recover(app: FastAPI) -> None:
+    """Replay every user's journal into its projections, then report ready."""
+    try:
+        await run_in_threadpool(app.state.service.recover)
+    finally:
+        app.state.recovered = True
+
+
 def create_app(
     config: Config, service: MemoryService | None = None, token: Secret | None = None
 ) -> FastAPI:
@@ -73,13 +81,16 @@ def create_app(
         if owns_service:
             app.state.service = await run_in_threadpool(MemoryService.from_config, config)
             log.info("memoryd %s ready; data in %s", __version__, config.data_dir)
+        app.state.recovered = False
+        recovery = asyncio.create_task(_recover(app))
         saver = asyncio.create_task(_save_periodically(app.state.service))
         try:
             yield
         finally:
-            saver.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await saver
+            for task in (saver, recovery):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
             if owns_service:
                 await run_in_threadpool(app.state.service.close)
                 log.info("memoryd stopped")

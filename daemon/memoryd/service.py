@@ -370,6 +370,21 @@ class MemoryService:
 
     # -- users -------------------------------------------------------------------------------
 
+    def recover(self) -> dict[str, int]:
+        """Open every user once so that projections replay what they miss (start-up)."""
+        replayed: dict[str, int] = {}
+        for user_id in self.users():
+            try:
+                with self._workspace(user_id) as ws:
+                    replayed[user_id] = ws.replayed_on_open
+            except Exception:
+                log.exception("recovering user %s failed", user_id)
+        total = sum(replayed.values())
+        log.info(
+            "start-up recovery: %d users checked, %d journal entries replayed", len(replayed), total
+        )
+        return replayed
+
     def users(self) -> list[str]:
         return sorted(p.name for p in self.users_dir.iterdir() if p.is_dir())
 

@@ -60,7 +60,7 @@ class Workspace:
         self.writer = SerialWriter(user_id)
         self._graph_seq = self.graph.applied_seq()
         self._unsaved = 0
-        self.writer.call(self.catch_up)
+        self.replayed_on_open = self.writer.call(self.catch_up)
 
     def _open_graph(self) -> GraphStore:
         return GraphStore(

@@ -128,9 +128,9 @@ def ops_router() -> APIRouter:
     @router.get("/readyz")
     async def readyz(request: Request, response: Response):
         service = getattr(request.app.state, "service", None)
-        if service is None:
+        if service is None or not getattr(request.app.state, "recovered", False):
             response.status_code = 503
-            return {"status": "starting"}
+            return {"status": "starting" if service is None else "recovering"}
         return {"status": "ready", "open_users": len(service.open_counts())}
 
     @router.get("/metrics", response_class=PlainTextResponse)
