@@ -183,19 +183,22 @@ class MemoryService:
             self._evict()
 
     def _evict(self) -> None:
-        """Close least-recently-used idle workspaces beyond ``limits.max_open_users``."""
-        victims = []
+        """Close least-recently-used idle workspaces beyond ``limits.max_open_users``.
+
+        A victim is closed under its user's open lock, so nobody reopens it half-closed."""
         with self._lock:
             excess = len(self._workspaces) - self.config.limits_max_open_users
-            for uid in list(self._workspaces):
-                if excess <= 0:
-                    break
-                if self._leases.get(uid, 0) == 0:
-                    victims.append(self._workspaces.pop(uid))
-                    excess -= 1
-        for ws in victims:
-            ws.close()
-            log.info("closed idle user %s", ws.user_id)
+            idle = [u for u in self._workspaces if self._leases.get(u, 0) == 0]
+            candidates = idle[: max(0, excess)]
+            locks = [(u, self._open_locks[u]) for u in candidates]
+        for user_id, open_lock in locks:
+            with open_lock:
+                with self._lock:
+                    unused = self._leases.get(user_id, 0) == 0
+                    ws = self._workspaces.pop(user_id) if unused else None
+                if ws is not None:
+                    ws.close()
+                    log.info("closed idle user %s", user_id)
 
     # -- write path --------------------------------------------------------------------------
 
