@@ -131,8 +131,7 @@ def bare_graph(directory: Path, service: MemoryService, sample: list[NewTurn]) -
             new.ts or datetime.now(UTC),
             labels=(Label.EPISODIC,),
         )
-        vec = service.encoder.embed(new.text)
-        prepared.append((turn, vec, build_memories(turn, extract(turn.text, turn.ts))))
+        prepared.append((turn, build_memories(turn, extract(turn.text, turn.ts))))
     out = timed(lambda i: store.apply_turn(i + 1, *prepared[i]), len(prepared))
     store.close()
     return out

@@ -12,10 +12,8 @@ from datetime import UTC, datetime, timedelta
 from itertools import count
 from pathlib import Path
 
-import numpy as np
-
 from memoryd.memory.models import Entity, EntityType, Episode, Fact, Mention, Role, Turn
-from memoryd.store.graph import EMBEDDING_DIM, GraphEngine, GraphStore
+from memoryd.store.graph import GraphEngine, GraphStore
 
 T0 = datetime(2024, 5, 1, tzinfo=UTC)
 PEOPLE = [Entity(f"ent-{name}", name, EntityType.PERSON) for name in ("ann", "bob", "cy", "dee")]
@@ -31,7 +29,6 @@ def memories_for(seq: int, turn: Turn) -> list[Episode | Fact]:
 
 
 def main(path: Path, first_seq: int) -> None:
-    rng = np.random.default_rng(first_seq)
     # A small checkpoint threshold makes checkpoints frequent, so kills also land inside them.
     with GraphStore(
         path,
@@ -43,8 +40,7 @@ def main(path: Path, first_seq: int) -> None:
         for seq in count(first_seq):
             ts = T0 + timedelta(seconds=seq)
             turn = Turn(f"turn-{seq}", f"s{seq // 10}", Role.USER, f"turn {seq} " * 20, ts)
-            embedding = rng.standard_normal(EMBEDDING_DIM).astype(np.float32)
-            store.apply_turn(seq, turn, embedding, memories_for(seq, turn))
+            store.apply_turn(seq, turn, memories_for(seq, turn))
             print(seq, flush=True)
 
 

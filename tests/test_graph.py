@@ -17,7 +17,6 @@ from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from memoryd.errors import ClosedError, GraphError
@@ -37,7 +36,7 @@ from memoryd.memory.models import (
     TaskStatus,
     Turn,
 )
-from memoryd.store.graph import EMBEDDING_DIM, GraphEngine, GraphStore
+from memoryd.store.graph import GraphEngine, GraphStore
 
 ENGINE = GraphEngine(os.environ.get("MEMORYD_GRAPH_ENGINE", GraphEngine.LADYBUG))
 DEFAULT_KUZU_PYTHON = "/tmp/kuzuvenv/bin/python"
@@ -46,7 +45,6 @@ DEFAULT_KUZU_PYTHON = "/tmp/kuzuvenv/bin/python"
 KUZU_PYTEST_ARGS = ("-q", "-p", "no:cacheprovider", "--noconftest", "-k", "TestGraphContract")
 ROOT = Path(__file__).resolve().parents[1]
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
-EMBEDDING = np.zeros(EMBEDDING_DIM, dtype=np.float32)
 
 
 def open_store(path: Path, engine: GraphEngine = ENGINE) -> GraphStore:
@@ -86,7 +84,7 @@ def make_task(task_id: str, turn_id: str, *statuses: TaskStatus) -> Task:
 
 
 def ingest(store: GraphStore, seq: int, turn: Turn, *memories: Memory) -> None:
-    store.apply_turn(seq, turn, EMBEDDING, list(memories))
+    store.apply_turn(seq, turn, list(memories))
 
 
 def ingest_episodes(store: GraphStore, session: str, minutes: Sequence[float]) -> list[str]:
@@ -127,9 +125,9 @@ class TestGraphContract:
             make_rule("r1", "t1", [RuleNode("r1-n0", RuleNodeKind.CONDITION, "if rain", 0)]),
             make_task("k1", "t1", TaskStatus.PENDING),
         ]
-        store.apply_turn(1, turn, EMBEDDING, memories)
+        store.apply_turn(1, turn, memories)
         first = store.counts()
-        store.apply_turn(1, turn, EMBEDDING, memories)
+        store.apply_turn(1, turn, memories)
 
         assert store.counts() == first
         assert first == {
@@ -345,10 +343,11 @@ class TestGraphContract:
     def test_failed_write_is_rolled_back(self, store: GraphStore) -> None:
         ingest(store, 1, make_turn("t1"))
         turn = make_turn("t2")
-        short = np.zeros(EMBEDDING_DIM - 1, dtype=np.float32)
+        node = RuleNode("n0", RuleNodeKind.ACTION, "step", 0)
+        clash = [make_rule("r1", "t2", [node]), make_rule("r2", "t2", [node])]
 
         with pytest.raises(GraphError) as failure:
-            store.apply_turn(2, turn, short, [make_episode("e2", turn, "Ann")])
+            store.apply_turn(2, turn, [make_episode("e2", turn, "Ann"), *clash])
 
         assert isinstance(failure.value.__cause__, RuntimeError)
         assert not store.has_turn("t2")
@@ -399,7 +398,7 @@ class TestGraphContract:
         store.close()
         turn = make_turn("t1")
         calls = [
-            lambda: store.apply_turn(1, turn, EMBEDDING, []),
+            lambda: store.apply_turn(1, turn, []),
             lambda: store.upsert_memory(1, make_task("k", "t1")),
             lambda: store.delete_memory(1, "k"),
             store.clear,
@@ -452,7 +451,7 @@ def test_small_buffer_pool_keeps_accepting_writes(tmp_path: Path) -> None:
                 mentions=[Mention(p) for p in picks],
             )
             fact = Fact(f"f{i}", turn.turn_id, "knows", picks[0], f"I know {picks[0].name}")
-            store.apply_turn(i + 1, turn, EMBEDDING, [episode, fact, make_task(f"k{i}", f"t{i}")])
+            store.apply_turn(i + 1, turn, [episode, fact, make_task(f"k{i}", f"t{i}")])
             if i % 10 == 0:
                 store.upsert_memory(i + 1, make_task(f"k{i}", f"t{i}", TaskStatus.DONE))
         assert store.applied_seq() == 1300

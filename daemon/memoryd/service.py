@@ -23,6 +23,7 @@ import shutil
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -69,6 +70,7 @@ LOCK_FILE = ".lock"
 EXPORT_FORMAT = "memoryd.export"
 EXPORT_VERSION = 1
 ROUTER_HEAD_FILE = "router_head.npz"
+EXPANSION_THREADS = 4  # one per typed expansion of a query
 
 
 @dataclass(frozen=True)
@@ -140,6 +142,7 @@ class MemoryService:
         self._open_locks: dict[str, threading.Lock] = {}
         self._workspaces: OrderedDict[str, Workspace] = OrderedDict()
         self._leases: dict[str, int] = {}
+        self._expander = ThreadPoolExecutor(EXPANSION_THREADS, thread_name_prefix="expand")
         self._closed = False
 
     @classmethod
@@ -293,7 +296,7 @@ class MemoryService:
         vector = self.encoder.embed(params.query)
         with self._workspace(user_id) as ws:
             stores = Stores(ws.journal, ws.graph, ws.vectors)
-            return retrieve(stores, vector, params, self.retrieval)
+            return retrieve(stores, vector, params, self.retrieval, self._expander)
 
     def get_turn(self, user_id: str, turn_id: str) -> dict[str, Any]:
         with self._workspace(user_id) as ws:
@@ -494,6 +497,7 @@ class MemoryService:
                 ws.close()
             except Exception:
                 log.exception("closing user %s failed", ws.user_id)
+        self._expander.shutdown()
         if self._owns_encoder:
             self.encoder.close()
         os.close(self._lock_fd)

@@ -86,7 +86,7 @@ class Workspace:
         seqs = self.journal.append_turns(entries)
         for seq, entry in zip(seqs, entries, strict=True):
             if self._graph_seq == seq - 1:
-                self._project_graph_turn(seq, entry.turn, entry.embedding, entry.memories)
+                self._project_graph_turn(seq, entry.turn, entry.memories)
             if self.vectors.applied_seq == seq - 1:
                 self._project_vectors_turn(seq, entry.memories, entry.embedding)
         self.catch_up()
@@ -122,8 +122,7 @@ class Workspace:
     def _apply_graph(self, entry: LogEntry) -> bool:
         if entry.kind is LogKind.TURN:
             turn, memories = _turn_payload(entry)
-            embedding = self.journal.turn_embeddings([turn.turn_id])[turn.turn_id]
-            return self._project_graph_turn(entry.seq, turn, embedding, memories)
+            return self._project_graph_turn(entry.seq, turn, memories)
         try:
             if entry.kind is LogKind.MEMORY_PATCH:
                 memory = _memory(entry.payload)
@@ -136,11 +135,9 @@ class Workspace:
         self._graph_seq = entry.seq
         return True
 
-    def _project_graph_turn(
-        self, seq: int, turn: Turn, embedding: np.ndarray, memories: list[Memory]
-    ) -> bool:
+    def _project_graph_turn(self, seq: int, turn: Turn, memories: list[Memory]) -> bool:
         try:
-            self.graph.apply_turn(seq, turn, embedding, memories)
+            self.graph.apply_turn(seq, turn, memories)
         except MemorydError:
             log.exception("user %s: graph apply of seq %d failed", self.user_id, seq)
             return False
