@@ -11,6 +11,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Iterator
 
+import anyio.to_thread
 from fastapi import Depends, FastAPI
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
@@ -27,6 +28,7 @@ from memoryd.service import MemoryService
 log = logging.getLogger(__name__)
 
 SAVE_INTERVAL_S = 60.0
+WORKER_THREADS = 8  # blocking calls (stores, encoder) run on at most this many threads
 
 
 class StoreSizeCollector(Collector):
@@ -78,6 +80,9 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # anyio's default of 40 threads buys nothing on 2-4 cores and costs memory per thread
+        # (an SQLite connection each, malloc arenas).
+        anyio.to_thread.current_default_thread_limiter().total_tokens = WORKER_THREADS
         if owns_service:
             app.state.service = await run_in_threadpool(MemoryService.from_config, config)
             log.info("memoryd %s ready; data in %s", __version__, config.data_dir)
