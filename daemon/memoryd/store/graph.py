@@ -97,11 +97,6 @@ SCHEMA: list[str] = [
     "CREATE REL TABLE IF NOT EXISTS FACT(FROM User TO Entity, id STRING, relation STRING, "
     "confidence DOUBLE, valid_from TIMESTAMP, valid_to TIMESTAMP, text STRING, negated BOOL, "
     f"turn_id STRING, {_HEADER})",
-    # Session + IN_SESSION let an episode find its chain neighbours among its session's episodes
-    # only: the engines index primary keys alone, and a filter on Episode.session_id scans every
-    # episode (1.2 ms per ingest at 10k episodes, growing with the graph).
-    "CREATE NODE TABLE IF NOT EXISTS Session(id STRING PRIMARY KEY)",
-    "CREATE REL TABLE IF NOT EXISTS IN_SESSION(FROM Episode TO Session)",
     "CREATE REL TABLE IF NOT EXISTS NEXT(FROM Episode TO Episode)",
     "CREATE REL TABLE IF NOT EXISTS MENTIONS(FROM Episode TO Entity, role STRING)",
     # One rel table group: both engines support several FROM/TO pairs in one table.
@@ -114,19 +109,8 @@ SCHEMA: list[str] = [
     "CREATE REL TABLE IF NOT EXISTS TRANSITION(FROM State TO State)",
 ]
 
-_NODE_TABLES = (
-    "Turn",
-    "Episode",
-    "Entity",
-    "User",
-    "Rule",
-    "RuleNode",
-    "Task",
-    "State",
-    "Session",
-    "Meta",
-)
-_COUNTED_TABLES = tuple(t for t in _NODE_TABLES if t not in ("Meta", "Session"))
+_NODE_TABLES = ("Turn", "Episode", "Entity", "User", "Rule", "RuleNode", "Task", "State", "Meta")
+_COUNTED_TABLES = tuple(t for t in _NODE_TABLES if t != "Meta")
 # Both engines report every failure (parse, bind, constraint, I/O, conversion) as RuntimeError;
 # parameter conversion can also raise TypeError or ValueError before the query runs.
 _ENGINE_ERRORS = (RuntimeError, TypeError, ValueError)
@@ -554,13 +538,6 @@ class GraphStore:
                     "mentions": [{"entity": m.entity.id, "role": m.role} for m in episode.mentions],
                 },
             )
-        self._execute(
-            conn,
-            "merge_session",
-            "MERGE (s:Session {id: $session_id}) WITH s MATCH (e:Episode {id: $id}) "
-            "MERGE (e)-[:IN_SESSION]->(s)",
-            {"id": episode.id, "session_id": props["session_id"]},
-        )
         self._link_episode(conn, episode.id, props["session_id"], props["ts"])
 
     def _link_episode(self, conn: Any, episode_id: str, session_id: str, ts: datetime) -> None:
@@ -572,11 +549,10 @@ class GraphStore:
         rows = self._execute(
             conn,
             "episode_neighbours",
-            "MATCH (:Session {id: $session_id})<-[:IN_SESSION]-(p:Episode) WHERE p.id <> $id "
+            "MATCH (p:Episode) WHERE p.session_id = $session_id AND p.id <> $id "
             "AND (p.ts < $ts OR (p.ts = $ts AND p.id < $id)) "
             "RETURN -1 AS side, p.id AS id ORDER BY p.ts DESC, p.id DESC LIMIT 1 "
-            "UNION ALL MATCH (:Session {id: $session_id})<-[:IN_SESSION]-(n:Episode) "
-            "WHERE n.id <> $id "
+            "UNION ALL MATCH (n:Episode) WHERE n.session_id = $session_id AND n.id <> $id "
             "AND (n.ts > $ts OR (n.ts = $ts AND n.id > $id)) "
             "RETURN 1 AS side, n.id AS id ORDER BY n.ts, n.id LIMIT 1",
             {"id": episode_id, "session_id": session_id, "ts": ts},
