@@ -59,6 +59,7 @@ class Workspace:
         self.vectors = self._open_vectors()
         self.writer = SerialWriter(user_id)
         self._graph_seq = self.graph.applied_seq()
+        self._graph_failing = False
         self._unsaved = 0
         self.replayed_on_open = self.writer.call(self.catch_up)
 
@@ -129,20 +130,40 @@ class Workspace:
                 self.graph.upsert_memory(entry.seq, memory)
             else:
                 self.graph.delete_memory(entry.seq, entry.ref)
-        except MemorydError:
-            log.exception("user %s: graph apply of seq %d failed", self.user_id, entry.seq)
+        except MemorydError as exc:
+            self._graph_failed(entry.seq, exc)
             return False
-        self._graph_seq = entry.seq
+        self._graph_applied(entry.seq)
         return True
 
     def _project_graph_turn(self, seq: int, turn: Turn, memories: list[Memory]) -> bool:
         try:
             self.graph.apply_turn(seq, turn, memories)
-        except MemorydError:
-            log.exception("user %s: graph apply of seq %d failed", self.user_id, seq)
+        except MemorydError as exc:
+            self._graph_failed(seq, exc)
             return False
-        self._graph_seq = seq
+        self._graph_applied(seq)
         return True
+
+    def _graph_failed(self, seq: int, exc: MemorydError) -> None:
+        """Log the first failure with its traceback, repeats in one line (they retry per write)."""
+        if self._graph_failing:
+            log.warning("user %s: graph still behind at seq %d: %s", self.user_id, seq, exc)
+        else:
+            log.error(
+                "user %s: graph apply of seq %d failed; the journal has it and the graph"
+                " will catch up",
+                self.user_id,
+                seq,
+                exc_info=exc,
+            )
+        self._graph_failing = True
+
+    def _graph_applied(self, seq: int) -> None:
+        if self._graph_failing:
+            log.info("user %s: graph caught up at seq %d", self.user_id, seq)
+        self._graph_failing = False
+        self._graph_seq = seq
 
     def _apply_vectors(self, entry: LogEntry) -> None:
         if entry.kind is LogKind.TURN:

@@ -24,6 +24,7 @@ log = logging.getLogger(__name__)
 
 STATE_FILE = "state.json"
 INITIAL_CAPACITY = 1024
+GROWTH = 1.25  # capacity grows by a quarter: an index is ~1.7 KB per slot, doubling wastes MBs
 FORMAT_VERSION = 1
 
 
@@ -57,7 +58,8 @@ class TypeIndex:
         with self._lock:
             need = self._index.get_current_count() + len(labels)
             if need > self._index.get_max_elements():
-                self._index.resize_index(max(need, 2 * self._index.get_max_elements()))
+                grown = int(self._index.get_max_elements() * GROWTH)
+                self._index.resize_index(max(need, grown))
             self._index.add_items(np.asarray(vectors, dtype=np.float32), list(labels))
             self._live.update(labels)
 
