@@ -124,8 +124,8 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "graph.buffer_pool_size",
-        256 * MIB,
-        "Graph buffer pool cap per user, bytes (touched as needed; 32 MiB fills at 10k turns).",
+        64 * MIB,
+        "Graph buffer pool per open user, bytes (32 MiB fills at 10k turns; larger costs RSS).",
         check=_positive,
         rule="must be > 0",
     ),
