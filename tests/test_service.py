@@ -102,6 +102,8 @@ def test_query_filters(service: MemoryService) -> None:
     service.ingest("alice", turns())
     only_s2 = service.query("alice", QueryParams("food painting allergy", session_id="s2"))
     assert only_s2.items and all(i.session_id == "s2" for i in only_s2.items if i.hit)
+    everywhere = service.query("alice", QueryParams("allergic ibuprofen", k=3))
+    assert all(i.session_id for i in everywhere.items)  # facts carry their turn's session
     late = service.query(
         "alice", QueryParams("food painting allergy", since=T0 + timedelta(minutes=5))
     )

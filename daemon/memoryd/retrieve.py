@@ -226,19 +226,9 @@ def _passes(meta: tuple[str, str, str], params: QueryParams) -> bool:
 
 def _item(stored: StoredMemory, score: float, why: str, hit: bool = True) -> Item:
     memory = stored.memory
-    session_id = getattr(memory, "session_id", "")
-    ts = _memory_ts(memory)
-    return Item(memory, stored.type, score, why, [memory.turn_id], session_id, ts, hit)
-
-
-def _memory_ts(memory: Memory) -> str:
-    if isinstance(memory, Episode):
-        return memory.ts.isoformat()
-    if isinstance(memory, Fact) and memory.valid_from is not None:
-        return memory.valid_from.isoformat()
-    if isinstance(memory, Task) and memory.states:
-        return memory.states[0].ts.isoformat()
-    return ""
+    return Item(
+        memory, stored.type, score, why, [memory.turn_id], stored.session_id, stored.ts, hit
+    )
 
 
 # -- typed expansion -------------------------------------------------------------------------
@@ -274,9 +264,11 @@ def _expand(
 
 
 def _passes_filters(stored: StoredMemory, params: QueryParams) -> bool:
-    """Expansions honour the session filter where a memory has a session (episodes)."""
-    session = getattr(stored.memory, "session_id", None)
-    return params.session_id is None or session is None or session == params.session_id
+    """Expansions honour the session filter for episodes; facts, rules and open tasks hold
+    across sessions."""
+    if params.session_id is None or stored.type is not MemoryType.EPISODIC:
+        return True
+    return stored.session_id == params.session_id
 
 
 def _episode_neighbours(stores: Stores, result: QueryResult, k: int) -> list[tuple[str, str]]:

@@ -50,6 +50,7 @@ from memoryd.store.lexical import FTS_TOKENIZER, match_expression
 log = logging.getLogger(__name__)
 
 EMBEDDING_DTYPE = np.float32
+MEMORY_COLUMNS = "num, type, payload, deleted, session_id, ts"  # read by Journal._stored
 
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS log (
@@ -111,10 +112,14 @@ class LogEntry:
 
 @dataclass(frozen=True)
 class StoredMemory:
+    """A memory as stored, with the session and time of the turn it came from."""
+
     num: int
     memory: Memory
     type: MemoryType
     deleted: bool
+    session_id: str
+    ts: str
 
 
 def encode_embedding(vec: np.ndarray) -> bytes:
@@ -350,15 +355,14 @@ class Journal:
     # -- reads: memories ---------------------------------------------------------------------
 
     def _stored(self, row: sqlite3.Row) -> StoredMemory:
-        num, kind, payload, deleted = row
+        num, kind, payload, deleted, session_id, ts = row
         mtype = MemoryType(kind)
-        return StoredMemory(
-            num, memory_from_payload(mtype, json.loads(payload)), mtype, bool(deleted)
-        )
+        memory = memory_from_payload(mtype, json.loads(payload))
+        return StoredMemory(num, memory, mtype, bool(deleted), session_id, ts)
 
     def memory(self, memory_id: str) -> StoredMemory | None:
         rows = self._query(
-            "SELECT num, type, payload, deleted FROM memories WHERE id = ? AND deleted = 0",
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ? AND deleted = 0",
             (memory_id,),
         )
         return self._stored(rows[0]) if rows else None
@@ -368,8 +372,7 @@ class Journal:
             return {}
         marks = ",".join("?" * len(memory_ids))
         rows = self._query(
-            f"SELECT num, type, payload, deleted FROM memories WHERE id IN ({marks})"
-            " AND deleted = 0",
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id IN ({marks}) AND deleted = 0",
             list(memory_ids),
         )
         return {s.memory.id: s for s in map(self._stored, rows)}
@@ -379,16 +382,14 @@ class Journal:
             return {}
         marks = ",".join("?" * len(nums))
         rows = self._query(
-            f"SELECT num, type, payload, deleted FROM memories WHERE num IN ({marks})"
-            " AND deleted = 0",
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE num IN ({marks}) AND deleted = 0",
             [int(n) for n in nums],
         )
         return {s.num: s for s in map(self._stored, rows)}
 
     def memories_of_turn(self, turn_id: str) -> list[StoredMemory]:
         rows = self._query(
-            "SELECT num, type, payload, deleted FROM memories WHERE turn_id = ? AND deleted = 0"
-            " ORDER BY num",
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE turn_id = ? AND deleted = 0 ORDER BY num",
             (turn_id,),
         )
         return [self._stored(r) for r in rows]
@@ -399,7 +400,7 @@ class Journal:
         """Live memories of the given types in insertion order, after ``after_num``."""
         marks = ",".join("?" * len(types))
         rows = self._query(
-            "SELECT num, type, payload, deleted FROM memories"
+            f"SELECT {MEMORY_COLUMNS} FROM memories"
             f" WHERE deleted = 0 AND num > ? AND type IN ({marks}) ORDER BY num LIMIT ?",
             [after_num, *[t.value for t in types], limit],
         )
