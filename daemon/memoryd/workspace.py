@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import shutil
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -124,21 +124,18 @@ class Workspace:
         if entry.kind is LogKind.TURN:
             turn, memories = _turn_payload(entry)
             return self._project_graph_turn(entry.seq, turn, memories)
-        try:
-            if entry.kind is LogKind.MEMORY_PATCH:
-                memory = _memory(entry.payload)
-                self.graph.upsert_memory(entry.seq, memory)
-            else:
-                self.graph.delete_memory(entry.seq, entry.ref)
-        except MemorydError as exc:
-            self._graph_failed(entry.seq, exc)
-            return False
-        self._graph_applied(entry.seq)
-        return True
+        if entry.kind is LogKind.MEMORY_PATCH:
+            memory = _memory(entry.payload)
+            return self._graph_write(entry.seq, lambda: self.graph.upsert_memory(entry.seq, memory))
+        return self._graph_write(entry.seq, lambda: self.graph.delete_memory(entry.seq, entry.ref))
 
     def _project_graph_turn(self, seq: int, turn: Turn, memories: list[Memory]) -> bool:
+        return self._graph_write(seq, lambda: self.graph.apply_turn(seq, turn, memories))
+
+    def _graph_write(self, seq: int, write: Callable[[], None]) -> bool:
+        """Run one graph write for journal ``seq``; on failure leave the graph behind it."""
         try:
-            self.graph.apply_turn(seq, turn, memories)
+            write()
         except MemorydError as exc:
             self._graph_failed(seq, exc)
             return False

@@ -50,7 +50,7 @@ from memoryd.store.lexical import FTS_TOKENIZER, match_expression
 log = logging.getLogger(__name__)
 
 EMBEDDING_DTYPE = np.float32
-MEMORY_COLUMNS = "num, type, payload, deleted, session_id, ts"  # read by Journal._stored
+MEMORY_COLUMNS = "num, type, payload, session_id, ts"  # read by Journal._stored
 
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS log (
@@ -112,12 +112,11 @@ class LogEntry:
 
 @dataclass(frozen=True)
 class StoredMemory:
-    """A memory as stored, with the session and time of the turn it came from."""
+    """A live memory as stored, with the session and time of the turn it came from."""
 
     num: int
     memory: Memory
     type: MemoryType
-    deleted: bool
     session_id: str
     ts: str
 
@@ -355,10 +354,10 @@ class Journal:
     # -- reads: memories ---------------------------------------------------------------------
 
     def _stored(self, row: sqlite3.Row) -> StoredMemory:
-        num, kind, payload, deleted, session_id, ts = row
+        num, kind, payload, session_id, ts = row
         mtype = MemoryType(kind)
         memory = memory_from_payload(mtype, json.loads(payload))
-        return StoredMemory(num, memory, mtype, bool(deleted), session_id, ts)
+        return StoredMemory(num, memory, mtype, session_id, ts)
 
     def memory(self, memory_id: str) -> StoredMemory | None:
         rows = self._query(
