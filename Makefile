@@ -8,19 +8,21 @@ BIN := $(VENV)/bin
 BUILD_VENV := .build-venv
 KUZU_VENV := .kuzu-venv
 WHEELS := .wheels
+# Same pin as the `llm` extra in pyproject.toml.
+LLAMA_CPP_PYTHON := llama-cpp-python==0.3.36
 MODELS := models
 MODEL_FILES := $(MODELS)/minilm-l6-v2-int8.onnx $(MODELS)/tokenizer.json $(MODELS)/manifest.json
-ROUTER_HEAD := $(MODELS)/router_head.npz
+ROUTER_HEAD := $(MODELS)/router_head.npz $(MODELS)/router_seed.npz
 LOCOMO ?= ../shared/data/locomo/locomo10.json
 export HF_HUB_OFFLINE := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: run test install models lint check-arm64 bench eval config clean
+.PHONY: run test install models lint check-arm64 bench eval config clean eval-router
 
 run: install models
 	$(BIN)/memoryd serve
 
-test: install models $(KUZU_VENV)/.installed
+test: install $(VENV)/.llm-installed models $(KUZU_VENV)/.installed
 	MEMORYD_KUZU_PYTHON=$(abspath $(KUZU_VENV))/bin/python $(BIN)/pytest -q
 	$(MAKE) --no-print-directory lint
 
@@ -33,10 +35,24 @@ $(WHEELS)/.built:
 	$(WHEELS)/.venv/bin/pip wheel -q --no-deps -w $(WHEELS) hnswlib==0.8.0
 	touch $@
 
+# llama-cpp-python (the `llm` extra) publishes no wheels and compiles llama.cpp (~12 CPU-minutes,
+# 6+ min on 2 cores; pip fetches scikit-build-core into an isolated build env): built once too.
+# llama.cpp's CMake default GGML_NATIVE=ON tunes the wheel for this CPU: fine for a local cache;
+# a wheel meant for other machines needs CMAKE_ARGS="-DGGML_NATIVE=OFF".
+$(WHEELS)/.llama-built: | $(WHEELS)/.built
+	@echo "building $(LLAMA_CPP_PYTHON): compiles llama.cpp, takes minutes"
+	$(WHEELS)/.venv/bin/pip wheel -q --no-deps -w $(WHEELS) $(LLAMA_CPP_PYTHON)
+	touch $@
+
 $(VENV)/.installed: pyproject.toml $(WHEELS)/.built
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q --find-links $(WHEELS) -e '.[test]'
+	touch $@
+
+# The llamacpp LLM backend and what its tests need; `make run` does without (llm.backend = none).
+$(VENV)/.llm-installed: $(VENV)/.installed $(WHEELS)/.llama-built
+	$(BIN)/pip install -q --find-links $(WHEELS) -e '.[test,llm,llmtest]'
 	touch $@
 
 $(KUZU_VENV)/.installed: pyproject.toml $(WHEELS)/.built
@@ -56,8 +72,8 @@ $(BUILD_VENV)/.installed:
 $(MODEL_FILES) &: | $(BUILD_VENV)/.installed
 	$(BUILD_VENV)/bin/python scripts/export_models.py --out $(MODELS)
 
-$(ROUTER_HEAD): $(MODELS)/router_seed.jsonl $(MODELS)/minilm-l6-v2-int8.onnx $(MODELS)/tokenizer.json scripts/train_router.py | $(VENV)/.installed
-	$(BIN)/python scripts/train_router.py
+$(ROUTER_HEAD) &: $(MODELS)/router_seed.jsonl $(MODELS)/minilm-l6-v2-int8.onnx $(MODELS)/tokenizer.json scripts/train_router.py | $(VENV)/.installed
+	OPENBLAS_NUM_THREADS=1 $(BIN)/python scripts/train_router.py
 
 lint: install
 	$(BIN)/ruff check daemon tests scripts
@@ -73,6 +89,18 @@ bench: install models
 
 eval: install models
 	$(BIN)/memoryd eval locomo $(LOCOMO) --out eval-results/locomo.txt
+
+# Router: F1 + routing latency of the shipped head, then the self-enhancement loop simulated with
+# an oracle labeller. The labelled stream is synthetic (same templates as the seed set, another
+# RNG seed, no line of the seed) and generated here, never committed.
+ROUTER_STREAM := eval-data/router_stream.jsonl
+
+$(ROUTER_STREAM): scripts/make_router_seed.py $(MODELS)/router_seed.jsonl | $(VENV)/.installed
+	$(BIN)/python scripts/make_router_seed.py --rng-seed 7 --fills 20 --exclude $(MODELS)/router_seed.jsonl --out $@
+
+eval-router: install models $(ROUTER_STREAM)
+	$(BIN)/memoryd eval router $(ROUTER_STREAM) --out eval-results/router.txt
+	$(BIN)/memoryd eval router-loop $(ROUTER_STREAM) --out eval-results/router_loop.txt --plot eval-results/router_loop.png
 
 config: install
 	$(BIN)/python -c "from memoryd.config import default_toml; print(default_toml(), end='')" > config/memoryd.toml

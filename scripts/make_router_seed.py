@@ -10,6 +10,17 @@ The output is deterministic (fixed seed, fixed order): run it again and the file
 
     python scripts/make_router_seed.py --out models/router_seed.jsonl
 
+The same templates also make the labelled stream of ``make eval-router`` (``memoryd eval
+router-loop``): another RNG seed, more lines per template, and no line of the seed set
+(``--exclude`` compares texts case-folded, final full stop dropped, as the uncased encoder sees
+them). The vocabularies are small, so more lines are only new slot fillings of the same 290
+templates: with ``--rng-seed 7 --exclude models/router_seed.jsonl``, ``--fills`` 10, 20, 40 and 200
+give 2,851, 5,573, 10,743 and 48,314 lines from 284 templates (6 have no line left that is not in
+the seed set).
+
+    python scripts/make_router_seed.py --rng-seed 7 --fills 20 \\
+        --exclude models/router_seed.jsonl --out eval-data/router_stream.jsonl
+
 Nothing here is copied from a dataset; the casual-chat templates imitate the style of two
 friends catching up (greeting, news, reaction, question) without reusing any real text.
 """
@@ -878,18 +889,44 @@ def dress(text: str, labels: tuple[str, ...], rng: random.Random) -> str:
     return text
 
 
-def generate() -> list[dict[str, object]]:
-    """All seed records, in template order; duplicates within a group are dropped."""
-    rng = random.Random(SEED)
+def normalise(text: str) -> str:
+    """The key two texts collide on: case-folded, trailing full stops and spaces dropped.
+
+    The encoder's tokenizer is uncased and ``dress`` lower-cases a line and drops its final
+    full stop, so "I'm a nurse." and "i'm a nurse" embed (almost) alike: for ``--exclude`` they
+    are the same line.
+    """
+    return text.casefold().rstrip(" .")
+
+
+def generate(
+    rng_seed: int = SEED,
+    fills_per_template: int = FILLS_PER_TEMPLATE,
+    exclude: frozenset[str] = frozenset(),
+) -> list[dict[str, object]]:
+    """All records, in template order; duplicates within a group are dropped.
+
+    Args:
+        rng_seed: seeds the slot filling and dressing (the seed set uses ``SEED``).
+        fills_per_template: lines per ordinary template; the short acknowledgement templates
+            get ``SHORT_FILLS / FILLS_PER_TEMPLATE`` times as many. A template with few slot
+            values yields only the distinct texts it finds in ``ATTEMPTS_PER_FILL`` tries each.
+        exclude: :func:`normalise`-d texts never to write (another set's lines).
+    """
+    rng = random.Random(rng_seed)
+    scale = fills_per_template / FILLS_PER_TEMPLATE
     records: list[dict[str, object]] = []
     seen: set[str] = set()
-    for prefix, labels, fills, templates in TEMPLATES:
+    for prefix, labels, base_fills, templates in TEMPLATES:
+        fills = max(1, round(base_fills * scale))
         for index, template in enumerate(templates):
             group = f"{prefix}-{index:02d}"
             kept = 0
             for _ in range(fills * ATTEMPTS_PER_FILL):
                 text = dress(fill(template, rng), labels, rng)
                 if text in seen or text.lower() in _TEST_SENTENCES:
+                    continue
+                if exclude and normalise(text) in exclude:
                     continue
                 seen.add(text)
                 records.append({"text": text, "labels": list(labels), "group": group})
@@ -899,16 +936,51 @@ def generate() -> list[dict[str, object]]:
     return records
 
 
+def read_texts(path: Path) -> frozenset[str]:
+    """:func:`normalise`-d texts of a JSONL file with a ``text`` key per line."""
+    texts = set()
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            texts.add(normalise(json.loads(line)["text"]))
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise SystemExit(f"{path}:{number}: not a JSON object with a text ({exc})") from exc
+    return frozenset(texts)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Write the synthetic router seed set.")
     parser.add_argument("--out", type=Path, default=Path("models/router_seed.jsonl"))
+    parser.add_argument(
+        "--rng-seed", type=int, default=SEED, help=f"random seed (default {SEED}, the seed set's)"
+    )
+    parser.add_argument(
+        "--fills",
+        type=int,
+        default=FILLS_PER_TEMPLATE,
+        help=f"lines per template (default {FILLS_PER_TEMPLATE}; acknowledgement templates get "
+        f"{SHORT_FILLS}/{FILLS_PER_TEMPLATE} as many)",
+    )
+    parser.add_argument(
+        "--exclude",
+        type=Path,
+        action="append",
+        default=[],
+        help="JSONL file whose texts are left out (case and final full stop ignored); repeatable",
+    )
     args = parser.parse_args(argv)
-    records = generate()
+    if args.fills < 1:
+        parser.error("--fills must be >= 1")
+    exclude = frozenset().union(*(read_texts(path) for path in args.exclude))
+    records = generate(args.rng_seed, args.fills, exclude)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     with args.out.open("w", encoding="utf-8") as fh:
         for record in records:
             fh.write(json.dumps(record, ensure_ascii=False) + "\n")
     counts = {label: sum(label in r["labels"] for r in records) for label in (E, S, P, W, F)}
-    print(f"wrote {len(records)} lines to {args.out}: {counts}")
+    groups = len({r["group"] for r in records})
+    print(f"wrote {len(records)} lines ({groups} templates) to {args.out}: {counts}")
     return 0
 
 

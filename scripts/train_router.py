@@ -10,11 +10,14 @@ Run in the runtime venv after ``scripts/export_models.py``:
    line to training, so the test score is on sentence shapes the head never saw.
 3. Pick hidden width and weight decay by 4-fold grouped cross-validation on the training part
    (macro-F1 of the router's decisions), train on the whole training part, score on the
-   held-out part.
-   That score measures the recipe on templates it never saw.
-4. Train the shipped head with the same recipe on every seed line (the held-out templates are
-   the most useful lines it can learn from), save ``router_head.npz`` and record the seed
-   checksum, sizes and F1s in the manifest's ``router`` section.
+   held-out part: that score measures the head on templates it never saw.
+4. Calibrate it: fit the temperature on the held-out part (:mod:`memoryd.router.calibrate`);
+   the confidence gate of the self-enhancement loop compares calibrated confidences with τ_t.
+5. Ship that head (``router_head.npz``) and the embedded seed set with its split and recipe
+   (``router_seed.npz``): every training round of a user retrains on the seed's training
+   part plus the user's pool and validates on the seed's held-out part plus the pool's, so the
+   round-0 head must not have seen the held-out templates either. Record the seed checksum,
+   sizes, temperature and F1s in the manifest's ``router`` section.
 """
 
 from __future__ import annotations
@@ -34,8 +37,12 @@ from tqdm import tqdm
 
 from memoryd.encoder import MANIFEST_FILE, Encoder, sha256_file
 from memoryd.memory.models import LABELS, Label
-from memoryd.router import Router, RouterHead
+from memoryd.router import RouterHead
+from memoryd.router.calibrate import fit_temperature
 from memoryd.router.head import f1_scores
+from memoryd.router.router import confidence, decide
+from memoryd.router.trainer import SEED_FILE as SEED_ARRAYS
+from memoryd.router.trainer import SeedSet
 
 REPO = Path(__file__).resolve().parents[1]
 HEAD_FILE = "router_head.npz"
@@ -92,13 +99,6 @@ def fold_of(records: list[dict[str, Any]]) -> dict[str, int]:
 def embed_all(encoder: Encoder, records: list[dict[str, Any]]) -> np.ndarray:
     texts = [r["text"] for r in records]
     return np.stack([encoder.embed(text) for text in tqdm(texts, desc="embedding", unit="line")])
-
-
-def decide(head: RouterHead, x: np.ndarray, texts: list[str]) -> np.ndarray:
-    """The router's label decisions as an ``(n, 5)`` 0/1 matrix."""
-    router = Router(head)
-    rows = [router.route(vec, text).labels for vec, text in zip(x, texts, strict=True)]
-    return np.array([[label in row for label in LABELS] for row in rows], dtype=np.float32)
 
 
 def cross_validate(
@@ -158,19 +158,25 @@ def main(argv: list[str] | None = None) -> int:
     print(f"choosing hidden width and weight decay by {FOLDS}-fold grouped cross-validation")
     hidden, decay = cross_validate(x[train], y[train], train_texts, folds)
 
-    held_out_head = RouterHead.train(x[train], y[train], hidden=hidden, weight_decay=decay)
+    head = RouterHead.train(x[train], y[train], hidden=hidden, weight_decay=decay)
+    raw_confidence = float(np.mean([confidence(p) for p in head.predict_proba(x[test])]))
+    head = head.with_temperature(fit_temperature(head.logits(x[test]), y[test]))
+    mean_confidence = float(np.mean([confidence(p) for p in head.predict_proba(x[test])]))
     test_texts = [t for t, keep in zip(texts, test, strict=True) if keep]
-    scores = f1_scores(y[test], decide(held_out_head, x[test], test_texts))
+    scores = f1_scores(y[test], decide(head, x[test], test_texts))
     print_scores(
         f"held-out F1 (hidden={hidden}, weight_decay={decay:g}, {test.sum()} lines, "
         "unseen templates):",
         scores,
     )
-
-    print(f"training the shipped head on all {len(records)} lines")
-    head = RouterHead.train(x, y, hidden=hidden, weight_decay=decay)
+    print(
+        f"temperature {head.temperature:.3f}: mean held-out confidence "
+        f"{raw_confidence:.3f} -> {mean_confidence:.3f}"
+    )
     head_path = args.models / HEAD_FILE
     head.save(head_path)
+    seed_path = args.models / SEED_ARRAYS
+    SeedSet(x, y, tuple(texts), test, hidden, decay).save(seed_path)
     update_manifest(
         args.models,
         {
@@ -180,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
                 "sha256": sha256_file(args.seed_file),
                 "lines": len(records),
                 "groups": n_groups,
+                "embedded": {"file": SEED_ARRAYS, "sha256": sha256_file(seed_path)},
             },
             "split": {"by": "template group", "train": int(train.sum()), "test": int(test.sum())},
             "head": {
@@ -188,13 +195,18 @@ def main(argv: list[str] | None = None) -> int:
                 "hidden": hidden,
                 "weight_decay": decay,
                 "selected_by": f"{FOLDS}-fold grouped CV macro-F1 over {list(CANDIDATES)}",
-                "trained_on": "all seed lines",
+                "trained_on": "the train split (held-out templates validate every later round)",
+                "temperature": round(head.temperature, 4),
+                "calibration": "temperature scaling fitted on the held-out split (BCE)",
             },
             "held_out_f1": {k: round(v, 4) for k, v in scores.items()},
-            "held_out_f1_of": "the same recipe trained on the train split only",
+            "held_out_mean_confidence": {
+                "uncalibrated": round(raw_confidence, 4),
+                "calibrated": round(mean_confidence, 4),
+            },
         },
     )
-    print(f"wrote {head_path} and the router section of {args.models / MANIFEST_FILE}")
+    print(f"wrote {head_path}, {seed_path} and the router section of {args.models / MANIFEST_FILE}")
     return 0
 
 

@@ -254,3 +254,22 @@ def test_metrics_report_routes_counts_and_sizes(client: TestClient) -> None:
     assert "memoryd_turns_ingested_total 3.0" in text
     assert "memoryd_queries_total 1.0" in text
     assert 'memoryd_store_items{item="turns",user="alice"} 3.0' in text
+
+
+def test_router_endpoints(client: TestClient) -> None:
+    ingest(client)
+    status = client.get("/v1/users/alice/router", headers=AUTH).json()
+    assert status["round"] == 0 and status["tau"] == 0.9 and status["deferral"] is False
+    assert status["head"]["source"] == "shipped" and status["decisions"][0]["decisions"] == 3
+    r = client.post("/v1/users/alice/router/rounds", headers=AUTH)
+    assert r.status_code == 201, r.text
+    trained = r.json()
+    assert trained["round"] == 1 and trained["sizes"]["pool_train"] == 0
+    # no pool: the same recipe on the same seed split retrains the shipped head, a tie accepts
+    assert trained["accepted"] and trained["f1_after"] == trained["f1_before"]
+    r = client.post("/v1/users/alice/router/rollback", headers=AUTH)
+    assert r.json() == {"from_round": 1, "to_round": 0}
+    r = client.post("/v1/users/alice/router/rollback", headers=AUTH)
+    assert r.status_code == 409 and "shipped head" in error_of(r)["message"]
+    assert client.get("/v1/users/nobody/router", headers=AUTH).status_code == 404
+    assert client.post("/v1/users/alice/router/rounds").status_code == 401

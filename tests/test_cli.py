@@ -32,7 +32,17 @@ def run(tmp_path: Path):
 
 def test_help_teaches() -> None:
     result = CliRunner().invoke(main, ["--help"])
-    for command in ["serve", "ingest", "query", "eval", "rebuild", "export", "import", "doctor"]:
+    for command in [
+        "serve",
+        "ingest",
+        "query",
+        "eval",
+        "rebuild",
+        "export",
+        "import",
+        "doctor",
+        "router",
+    ]:
         assert command in result.output
     assert "memoryd doctor" in result.output
 
@@ -76,6 +86,15 @@ def test_domain_errors_are_one_line(run) -> None:
 def test_doctor_reports_settings_and_checks(run) -> None:
     result = run("doctor")
     assert "graph.engine" in result.output and "[ok] model file" in result.output
+    assert "llm.backend" in result.output and "llamacpp model file" not in result.output
+
+
+def test_doctor_checks_the_configured_llm(run, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMORYD_LLM_BACKEND", "llamacpp")
+    monkeypatch.setenv("MEMORYD_LLM_MODEL_PATH", "/nowhere/model.gguf")
+    result = run("doctor", ok=False)
+    assert "[MISSING] llamacpp model file /nowhere/model.gguf" in result.output
+    assert "[ok] LLM runtime 'llama_cpp' importable" in result.output
 
 
 def test_doctor_names_missing_models(tmp_path: Path) -> None:

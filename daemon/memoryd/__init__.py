@@ -1,3 +1,12 @@
 """memoryd: an on-device memory daemon for personal LLM agents."""
 
+import os
+
+# memoryd's numpy work is small matrices (one embedding, a 384x5 head, a training round on a
+# few thousand rows). OpenBLAS threads only contend for the cores the encoder and the server
+# use: a training round took 17-24 s with OpenBLAS's default threads on a busy 2-core machine
+# and 2 s with one. Set before numpy is first imported; an explicit setting wins.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
 __version__ = "0.1.0"

@@ -23,11 +23,11 @@ from memoryd.api.auth import BearerAuth, Secret, load_or_create_token
 from memoryd.api.middleware import BodyLimitMiddleware, Metrics, MetricsMiddleware
 from memoryd.api.routes import ops_router, v1_router
 from memoryd.config import Config
+from memoryd.jobs import Jobs
 from memoryd.service import MemoryService
 
 log = logging.getLogger(__name__)
 
-SAVE_INTERVAL_S = 60.0
 WORKER_THREADS = 8  # blocking calls (stores, encoder) run on at most this many threads
 
 
@@ -49,13 +49,43 @@ class StoreSizeCollector(Collector):
         yield gauge
 
 
-async def _save_periodically(service: MemoryService) -> None:
-    while True:
-        await asyncio.sleep(SAVE_INTERVAL_S)
-        try:
-            await run_in_threadpool(service.save_all)
-        except Exception:
-            log.exception("periodic vector save failed")
+class RouterCollector(Collector):
+    """The self-enhancing router of each open user, read at scrape time."""
+
+    def __init__(self, app: FastAPI) -> None:
+        self.app = app
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        names = {
+            "round": "Completed training rounds (t)",
+            "tau": "Deferral threshold tau_t",
+            "pool": "Labels in the training pool",
+            "queue_pending": "Deferred turns waiting for the LLM",
+            "queue_failed": "Deferred turns the LLM gave up on",
+            "llm_share": "Share of this round's routing decisions sent to the LLM",
+            "macro_f1": "Validation macro-F1 of the last training round's candidate",
+        }
+        gauges = {
+            key: GaugeMetricFamily(f"memoryd_router_{key}", help_, labels=["user"])
+            for key, help_ in names.items()
+        }
+        service: MemoryService | None = getattr(self.app.state, "service", None)
+        statuses = service.router_statuses() if service is not None else {}
+        for user, status in statuses.items():
+            decisions = {d["round"]: d["llm_share"] for d in status["decisions"]}
+            last = status["last_validation"] or {}
+            values = {
+                "round": status["round"],
+                "tau": status["tau"],
+                "pool": status["pool"]["size"],
+                "queue_pending": status["queue"]["pending"],
+                "queue_failed": status["queue"]["failed"],
+                "llm_share": decisions.get(status["round"], 0.0),
+                "macro_f1": last.get("f1_after", {}).get("macro", float("nan")),
+            }
+            for key, value in values.items():
+                gauges[key].add_metric([user], value)
+        yield from gauges.values()
 
 
 async def _recover(app: FastAPI) -> None:
@@ -88,14 +118,15 @@ def create_app(
             log.info("memoryd %s ready; data in %s", __version__, config.data_dir)
         app.state.recovered = False
         recovery = asyncio.create_task(_recover(app))
-        saver = asyncio.create_task(_save_periodically(app.state.service))
+        jobs = Jobs(app.state.service, config)
+        jobs.start()
         try:
             yield
         finally:
-            for task in (saver, recovery):
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+            recovery.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await recovery
+            await run_in_threadpool(jobs.shutdown)
             if owns_service:
                 await run_in_threadpool(app.state.service.close)
                 log.info("memoryd stopped")
@@ -110,6 +141,7 @@ def create_app(
     if service is not None:
         app.state.service = service
     app.state.metrics.registry.register(StoreSizeCollector(app))
+    app.state.metrics.registry.register(RouterCollector(app))
     errors.install(app)
     app.include_router(ops_router())
     app.include_router(

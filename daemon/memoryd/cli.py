@@ -287,6 +287,53 @@ def rebuild(
     click.echo(json.dumps(counts, indent=2))
 
 
+@main.group()
+def router() -> None:
+    """Inspect and steer a user's self-enhancing router (the daemon must be stopped).
+
+    \b
+    memoryd router status --user alice      round, tau_t, pool, queue, LLM share, validation
+    memoryd router label --user alice       label the queued turns now with the configured LLM
+    memoryd router train --user alice       run a training round now
+    memoryd router rollback --user alice    route with the previous accepted head again
+    """
+
+
+def _router_command(name: str, summary: str, call: Callable[[Any, str], Any]) -> None:
+    @router.command(name, help=summary)
+    @_config_options
+    @click.option("--user", "user_id", required=True)
+    @_domain_errors
+    def command(
+        config_path: Path | None, data_dir: Path | None, model_dir: Path | None, user_id: str
+    ) -> None:
+        config = _load(config_path, data_dir=data_dir, model_dir=model_dir)
+        with _service(config) as service:
+            click.echo(json.dumps(call(service, user_id), indent=2))
+
+
+_router_command(
+    "status",
+    "Show USER's router: round, tau_t, pool, queue, LLM share per round, last validation.",
+    lambda service, user: service.router_status(user),
+)
+_router_command(
+    "label",
+    "Label USER's queued turns now with the configured LLM (waits out retry backoffs).",
+    lambda service, user: service.label_now(user),
+)
+_router_command(
+    "train",
+    "Run a training round for USER now (its head is used only if validation accepts it).",
+    lambda service, user: service.train_router(user),
+)
+_router_command(
+    "rollback",
+    "Route USER with the previous accepted head again.",
+    lambda service, user: service.rollback_router(user),
+)
+
+
 @main.command("export")
 @_config_options
 @click.option("--user", "user_id", required=True)
@@ -414,3 +461,167 @@ def eval_locomo(
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text + "\n")
         click.echo(f"written to {out}")
+
+
+def _router_head_path(config: Config, head: Path | None) -> Path:
+    return head or config.model_dir / "router_head.npz"
+
+
+def _load_router_head(path: Path) -> Any:
+    """The head at ``path``; a file that is not one is a one-line error (missing: ModelMissing)."""
+    import zipfile
+
+    from memoryd.router import RouterHead
+
+    try:
+        return RouterHead.load(path)
+    except (ValueError, KeyError, OSError, zipfile.BadZipFile) as exc:
+        raise click.ClickException(f"{path}: not a router head ({exc})") from exc
+
+
+def _write_out(text: str, out: Path | None) -> None:
+    click.echo(text)
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text + "\n")
+        click.echo(f"written to {out}")
+
+
+_HEAD_OPTION = click.option(
+    "--head",
+    "head_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Router head .npz to evaluate (default: router_head.npz of the model directory).",
+)
+
+
+@eval_group.command("router")
+@_config_options
+@click.argument("path", type=click.Path(path_type=Path, exists=True, dir_okay=False))
+@_HEAD_OPTION
+@click.option("--out", type=click.Path(path_type=Path, dir_okay=False), help="Also write here.")
+@_domain_errors
+def eval_router(
+    config_path: Path | None,
+    data_dir: Path | None,
+    model_dir: Path | None,
+    path: Path,
+    head_path: Path | None,
+    out: Path | None,
+) -> None:
+    """Router F1 (per label, micro, macro) and routing latency p50/p95 on labelled PATH.
+
+    \b
+    PATH: JSONL, one {"text": "...", "labels": ["working", ...]} per line (other keys ignored).
+    Latency: encoder + head (one embed + route per text, as the daemon does) and the head alone
+    (route on a precomputed vector), each over every line after 20 warm-up calls.
+    """
+    from memoryd.encoder import Encoder
+    from memoryd.eval.router import evaluate_router, load_examples
+    from memoryd.router import Router
+
+    config = _load(config_path, data_dir=data_dir, model_dir=model_dir)
+    examples = load_examples(path)
+    head_file = _router_head_path(config, head_path)
+    router = Router(_load_router_head(head_file), config.router_threshold)
+    encoder = Encoder(config.model_dir, threads=config.encoder_threads)
+    try:
+        report = evaluate_router(
+            encoder, router, examples, path=path, head_path=head_file, tau0=config.router_tau0
+        )
+    finally:
+        encoder.close()
+    _write_out(report.format(), out)
+
+
+@eval_group.command("router-loop")
+@_config_options
+@click.argument("path", type=click.Path(path_type=Path, exists=True, dir_okay=False))
+@_HEAD_OPTION
+@click.option("--rounds", type=click.IntRange(1), default=5, show_default=True)
+@click.option(
+    "--test-size", type=click.IntRange(1), default=200, show_default=True, help="Lines per round."
+)
+@click.option(
+    "--split",
+    "split_mode",
+    type=click.Choice(["line", "group"]),
+    help="Test lines: random lines, or whole template groups never streamed "
+    "[default: group when every line has a group].",
+)
+@click.option("--seed", "rng_seed", type=int, default=0, show_default=True, help="Split RNG seed.")
+@click.option("--retrain-every", type=click.IntRange(1), help="Labels per round [default: config].")
+@click.option("--tau0", type=click.FloatRange(0, 1), help="[default: config router.tau0]")
+@click.option("--beta", type=click.FloatRange(0), help="[default: config router.beta]")
+@click.option("--tau-min", type=click.FloatRange(0, 1), help="[default: config router.tau_min]")
+@click.option("--out", type=click.Path(path_type=Path, dir_okay=False), help="Also write here.")
+@click.option(
+    "--plot",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="PNG of F1, labeller share and tau per round "
+    "[default: --out with .png, else eval-results/router_loop.png].",
+)
+@_domain_errors
+def eval_router_loop(
+    config_path: Path | None,
+    data_dir: Path | None,
+    model_dir: Path | None,
+    path: Path,
+    head_path: Path | None,
+    rounds: int,
+    test_size: int,
+    split_mode: str | None,
+    rng_seed: int,
+    retrain_every: int | None,
+    tau0: float | None,
+    beta: float | None,
+    tau_min: float | None,
+    out: Path | None,
+    plot: Path | None,
+) -> None:
+    """Simulate the router's self-enhancement loop (HGP Table 6 / Fig. 3) on labelled PATH.
+
+    Splits PATH into a training stream and ROUNDS+1 disjoint test subsets; starts from the
+    shipped head and seed set; streams the lines through the router, sends those with
+    confidence s(x) < tau_t to an oracle labeller (the gold labels: it measures the mechanism,
+    not an LLM), trains a round every --retrain-every labels and swaps the head in when the
+    round accepts it (t = completed rounds). Prints F1 per round on that round's test subset,
+    the labeller share, and the final head's F1 on every held-out line.
+    """
+    from memoryd.encoder import Encoder
+    from memoryd.eval.router import embed_examples, load_examples
+    from memoryd.eval.router_loop import plot_loop, run_loop, seed_heldout_groups, split_examples
+    from memoryd.router.trainer import SeedSet
+
+    config = _load(config_path, data_dir=data_dir, model_dir=model_dir)
+    examples = load_examples(path)
+    mode = split_mode or ("group" if all(e.group for e in examples) else "line")
+    split = split_examples(examples, rounds, test_size, mode, rng_seed)  # type: ignore[arg-type]
+    head_file = _router_head_path(config, head_path)
+    head = _load_router_head(head_file)
+    seed = SeedSet.load(config.model_dir)
+    encoder = Encoder(config.model_dir, threads=config.encoder_threads)
+    try:
+        vectors = embed_examples(encoder, examples)
+    finally:
+        encoder.close()
+    report = run_loop(
+        examples,
+        vectors,
+        seed,
+        head,
+        split,
+        path=path,
+        head_path=head_file,
+        retrain_every=retrain_every or config.router_retrain_every,
+        tau0=config.router_tau0 if tau0 is None else tau0,
+        beta=config.router_beta if beta is None else beta,
+        tau_min=config.router_tau_min if tau_min is None else tau_min,
+        threshold=config.router_threshold,
+        rng_seed=rng_seed,
+        seed_heldout_groups=seed_heldout_groups(seed, config.model_dir / "router_seed.jsonl"),
+    )
+    plot_path = plot or (out.with_suffix(".png") if out else Path("eval-results/router_loop.png"))
+    plot_loop(report, plot_path)
+    _write_out(report.format(), out)
+    click.echo(f"plot written to {plot_path}")

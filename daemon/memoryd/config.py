@@ -110,6 +110,106 @@ SETTINGS: tuple[Setting, ...] = (
         rule="must be in [0, 1]",
     ),
     Setting(
+        "router.tau0",
+        0.90,
+        "Deferral threshold before any training round: less confident turns go to the LLM.",
+        check=_fraction,
+        rule="must be in [0, 1]",
+    ),
+    Setting(
+        "router.beta",
+        0.05,
+        "Decay per training round: tau_t = max(tau_min, tau0 * e^(-beta * t)).",
+        check=lambda v: v >= 0,
+        rule="must be >= 0",
+    ),
+    Setting(
+        "router.tau_min",
+        0.50,
+        "Floor of the deferral threshold.",
+        check=_fraction,
+        rule="must be in [0, 1]",
+    ),
+    Setting(
+        "router.retrain_every",
+        200,
+        "New LLM labels in a user's pool that trigger a training round.",
+        check=_positive,
+        rule="must be > 0",
+    ),
+    Setting(
+        "router.max_attempts",
+        3,
+        "LLM labelling attempts per deferred turn before it keeps its classifier label.",
+        check=_positive,
+        rule="must be > 0",
+    ),
+    Setting(
+        "router.retry_backoff",
+        5.0,
+        "Seconds before the first retry of a failed labelling; doubles on each retry.",
+        check=lambda v: v >= 0,
+        rule="must be >= 0",
+    ),
+    Setting(
+        "router.drain_interval",
+        2.0,
+        "Seconds between runs of the background job that labels deferred turns.",
+        check=_positive,
+        rule="must be > 0",
+    ),
+    Setting(
+        "llm.backend",
+        "none",
+        "LLM for background work: none (deferral off), llamacpp (a local GGUF) or openai "
+        "(an OpenAI-compatible server such as Ollama, llama-server or vLLM).",
+        choices=("none", "llamacpp", "openai"),
+    ),
+    Setting("llm.model_path", "", "GGUF file for the llamacpp backend."),
+    Setting(
+        "llm.url",
+        "http://127.0.0.1:8080/v1",
+        "Base URL of the OpenAI-compatible server (the part before /chat/completions).",
+    ),
+    Setting("llm.model", "", "Model name sent to the OpenAI-compatible server."),
+    Setting("llm.api_key", "", "Bearer key for the OpenAI-compatible server, if it needs one."),
+    Setting(
+        "llm.timeout",
+        30.0,
+        "Seconds one LLM call may take before it is abandoned (and retried later).",
+        check=_positive,
+        rule="must be > 0",
+    ),
+    Setting(
+        "llm.max_tokens",
+        64,
+        "Most tokens one LLM answer may have (answers are short JSON objects).",
+        check=_positive,
+        rule="must be > 0",
+    ),
+    Setting(
+        "llm.threads",
+        1,
+        "CPU threads for the llamacpp backend (llama.cpp threads spin-wait for each other: "
+        "2 threads on a busy 2-core machine were 28x slower than 1).",
+        check=_positive,
+        rule="must be > 0",
+    ),
+    Setting(
+        "llm.context",
+        2048,
+        "Context window (tokens) for the llamacpp backend.",
+        check=_positive,
+        rule="must be > 0",
+    ),
+    Setting(
+        "llm.idle_release",
+        300.0,
+        "Seconds without a call after which the llamacpp model is unloaded to free memory.",
+        check=_positive,
+        rule="must be > 0",
+    ),
+    Setting(
         "graph.engine",
         "ladybug",
         "Graph engine: ladybug (default) or kuzu (archived).",
@@ -213,6 +313,23 @@ class Config:
     limits_max_open_users: int
     encoder_threads: int
     router_threshold: float
+    router_tau0: float
+    router_beta: float
+    router_tau_min: float
+    router_retrain_every: int
+    router_max_attempts: int
+    router_retry_backoff: float
+    router_drain_interval: float
+    llm_backend: str
+    llm_model_path: str
+    llm_url: str
+    llm_model: str
+    llm_api_key: str
+    llm_timeout: float
+    llm_max_tokens: int
+    llm_threads: int
+    llm_context: int
+    llm_idle_release: float
     graph_engine: str
     graph_max_db_size: int
     graph_buffer_pool_size: int
@@ -230,6 +347,7 @@ class Config:
     def __repr__(self) -> str:
         shown = {f.name: getattr(self, f.name) for f in fields(self)}
         shown["auth_token"] = "***" if self.auth_token else ""
+        shown["llm_api_key"] = "***" if self.llm_api_key else ""
         return f"Config({shown})"
 
     def value(self, name: str) -> Any:

@@ -13,6 +13,7 @@ from memoryd.config import Config
 from memoryd.encoder import MANIFEST_FILE, MODEL_FILE, TOKENIZER_FILE, sha256_file
 
 ROUTER_HEAD_FILE = "router_head.npz"
+ROUTER_SEED_FILE = "router_seed.npz"
 
 Check = tuple[bool, str, str]
 
@@ -22,6 +23,7 @@ def _model_checks(model_dir: Path) -> Iterator[Check]:
         (MODEL_FILE, "the encoder: every ingest and query embeds text with it"),
         (TOKENIZER_FILE, "the encoder's tokenizer"),
         (ROUTER_HEAD_FILE, "the router head that types each turn"),
+        (ROUTER_SEED_FILE, "the embedded seed set every training round of the router starts from"),
         (MANIFEST_FILE, "records source, sha256 and measured fp32 agreement"),
     ):
         path = model_dir / name
@@ -34,12 +36,26 @@ def _model_checks(model_dir: Path) -> Iterator[Check]:
         yield ok, "encoder sha256 matches the manifest", "the model file changed after the build"
 
 
-def _engine_check(engine: str) -> Check:
+def _import_check(module: str, what: str, package: str) -> Check:
     try:
-        importlib.import_module(engine)
+        importlib.import_module(module)
     except ImportError as exc:
-        return False, f"graph engine {engine!r} importable", f"{exc}; pip install {engine}"
-    return True, f"graph engine {engine!r} importable", ""
+        return False, f"{what} {module!r} importable", f"{exc}; pip install {package}"
+    return True, f"{what} {module!r} importable", ""
+
+
+def _llm_checks(config: Config) -> Iterator[Check]:
+    """The LLM that labels deferred turns, if one is configured (none is fine: no deferral)."""
+    if config.llm_backend == "llamacpp":
+        path = Path(config.llm_model_path).expanduser()
+        yield (
+            bool(config.llm_model_path) and path.is_file(),
+            f"llamacpp model file {path}",
+            "set llm.model_path to a GGUF file",
+        )
+        yield _import_check("llama_cpp", "LLM runtime", "'memoryd[llm]'")
+    elif config.llm_backend == "openai":
+        yield bool(config.llm_url), f"OpenAI-compatible server {config.llm_url}", "set llm.url"
 
 
 def _data_dir_checks(data_dir: Path) -> Iterator[Check]:
@@ -55,7 +71,8 @@ def _data_dir_checks(data_dir: Path) -> Iterator[Check]:
 def run_checks(config: Config) -> list[Check]:
     """Every check as (ok, what, why-it-matters)."""
     checks = list(_model_checks(config.model_dir))
-    checks.append(_engine_check(config.graph_engine))
-    checks.append(_engine_check("hnswlib"))
+    checks.append(_import_check(config.graph_engine, "graph engine", config.graph_engine))
+    checks.append(_import_check("hnswlib", "vector index", "hnswlib"))
+    checks += list(_llm_checks(config))
     checks += list(_data_dir_checks(config.data_dir))
     return checks

@@ -19,7 +19,11 @@ one-line message and a non-zero exit code. Nothing here knows about HTTP.
     │   ├── JournalError
     │   ├── GraphError
     │   └── VectorIndexError
-    └── ClosedError                 a component was used after close()
+    ├── ClosedError                 a component was used after close()
+    └── LLMError                    an LLM call failed (background work; names the backend)
+        ├── LLMUnavailableError     model file missing, server unreachable
+        ├── LLMTimeoutError         no answer within the timeout
+        └── LLMOutputError          the answer is not JSON or does not fit the schema
 """
 
 from __future__ import annotations
@@ -113,3 +117,30 @@ class VectorIndexError(StoreError):
 class ClosedError(MemorydError):
     def __init__(self, what: str) -> None:
         super().__init__(f"{what} is closed")
+
+
+class LLMError(MemorydError):
+    """An LLM call failed. ``backend`` names the LLM (e.g. ``llamacpp:model.gguf``)."""
+
+    def __init__(self, backend: str, detail: str) -> None:
+        self.backend = backend
+        super().__init__(f"LLM {backend}: {detail}")
+
+
+class LLMUnavailableError(LLMError):
+    """The model cannot be used: its file is missing, or its server does not answer."""
+
+
+class LLMTimeoutError(LLMError):
+    def __init__(self, backend: str, seconds: float) -> None:
+        self.seconds = seconds
+        super().__init__(backend, f"no answer within {seconds:g} s")
+
+
+class LLMOutputError(LLMError):
+    """The answer is not JSON or does not fit the schema; ``raw`` is the answer as received."""
+
+    def __init__(self, backend: str, problem: str, raw: str) -> None:
+        self.problem, self.raw = problem, raw
+        shown = raw if len(raw) <= 120 else raw[:117] + "..."
+        super().__init__(backend, f"bad answer ({problem}): {shown!r}")

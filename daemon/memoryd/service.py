@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -40,10 +41,13 @@ from memoryd.errors import (
     DataDirBusyError,
     InvalidInputError,
     InvalidUserIdError,
+    LLMError,
+    MemorydError,
     MemoryNotFoundError,
     TurnNotFoundError,
     UserNotFoundError,
 )
+from memoryd.llm import LLM, make_llm
 from memoryd.memory.build import build_memories
 from memoryd.memory.extract import extract
 from memoryd.memory.models import (
@@ -51,6 +55,7 @@ from memoryd.memory.models import (
     Memory,
     MemoryType,
     Role,
+    RoutedBy,
     Turn,
     memory_from_payload,
     memory_type,
@@ -59,7 +64,9 @@ from memoryd.memory.models import (
 )
 from memoryd.retrieve import Fusion, QueryParams, QueryResult, RetrievalConfig, Stores, retrieve
 from memoryd.router import Router, RouterHead
-from memoryd.store.journal import LogKind, TurnEntry
+from memoryd.router.enhance import LoopSettings, SelfEnhancingRouter
+from memoryd.router.trainer import in_pool_holdout
+from memoryd.store.journal import LogKind, Relabel, TurnEntry
 from memoryd.workspace import Workspace
 
 log = logging.getLogger(__name__)
@@ -71,6 +78,7 @@ EXPORT_FORMAT = "memoryd.export"
 EXPORT_VERSION = 1
 ROUTER_HEAD_FILE = "router_head.npz"
 EXPANSION_THREADS = 4  # one per typed expansion of a query
+LABEL_BATCH = 16  # deferred turns labelled per user per run of the labelling job
 
 
 @dataclass(frozen=True)
@@ -115,18 +123,30 @@ class MemoryService:
     """The running system. Build it with :meth:`from_config`; ``close()`` when done.
 
     Parameters: ``config`` (validated settings), ``encoder`` (sentence encoder), ``router``
-    (memory-type router), ``owns_encoder`` (close the encoder on close; true when built by
-    :meth:`from_config`). Takes an exclusive lock on ``config.data_dir`` so that a second process
-    cannot open the same stores.
+    (memory-type router with the shipped head; each user's head grows from it), ``llm`` (the
+    labeller of deferred turns; None turns deferral off), ``owns_encoder`` (close the encoder
+    and the LLM on close; true when built by :meth:`from_config`). Takes an exclusive lock on
+    ``config.data_dir`` so that a second process cannot open the same stores.
     """
 
     def __init__(
-        self, config: Config, encoder: Encoder, router: Router, *, owns_encoder: bool = False
+        self,
+        config: Config,
+        encoder: Encoder,
+        router: Router,
+        *,
+        llm: LLM | None = None,
+        owns_encoder: bool = False,
     ) -> None:
         self.config = config
         self._owns_encoder = owns_encoder
         self.encoder = encoder
         self.router = router
+        self.llm = llm
+        self.loop = SelfEnhancingRouter(
+            router.head, LoopSettings.from_config(config), config.model_dir, llm
+        )
+        self._pending: set[str] = set()
         self.retrieval = RetrievalConfig(
             fusion=Fusion(config.retrieval_fusion),
             rrf_k=config.retrieval_rrf_k,
@@ -150,7 +170,7 @@ class MemoryService:
         encoder = Encoder(config.model_dir, threads=config.encoder_threads)
         head = RouterHead.load(config.model_dir / ROUTER_HEAD_FILE)
         router = Router(head, threshold=config.router_threshold)
-        return cls(config, encoder, router, owns_encoder=True)
+        return cls(config, encoder, router, llm=make_llm(config), owns_encoder=True)
 
     # -- workspaces --------------------------------------------------------------------------
 
@@ -222,11 +242,14 @@ class MemoryService:
             prepared: dict[str, TurnEntry] = {}
             for new, turn_id in zip(turns, ids, strict=True):
                 if turn_id not in replies and turn_id not in prepared:
-                    prepared[turn_id] = self._prepare(new, turn_id, now)
+                    prepared[turn_id] = self._prepare(ws, new, turn_id, now)
             if prepared:
                 entries = list(prepared.values())
                 committed, stored = ws.writer.call(lambda: self._commit(ws, entries))
                 replies.update(stored)
+                if any(e.routing and e.routing.deferred for e in entries):
+                    with self._lock:
+                        self._pending.add(user_id)
         out = []
         for turn_id in ids:
             out.append({**replies[turn_id], "duplicate": turn_id not in committed})
@@ -245,9 +268,9 @@ class MemoryService:
             if len(t.text.encode()) > limit:
                 raise InvalidInputError(f"turns[{i}].text is over {limit} bytes")
 
-    def _prepare(self, new: NewTurn, turn_id: str, now: datetime) -> TurnEntry:
+    def _prepare(self, ws: Workspace, new: NewTurn, turn_id: str, now: datetime) -> TurnEntry:
         vector = self.encoder.embed(new.text)
-        decision = self.router.route(vector, new.text)
+        decision, routing = self.loop.route(ws.user_id, ws.journal, vector, new.text)
         turn = Turn(
             turn_id=turn_id,
             session_id=new.session_id,
@@ -266,9 +289,10 @@ class MemoryService:
             "labels": [label.value for label in turn.labels],
             "confidence": round(turn.confidence, 4),
             "routed_by": turn.routed_by.value,
+            "low_confidence": routing.low_confidence,
             "memories": [{"id": m.id, "type": memory_type(m).value} for m in memories],
         }
-        return TurnEntry(turn, vector, memories, reply)
+        return TurnEntry(turn, vector, memories, reply, routing)
 
     @staticmethod
     def _commit(
@@ -374,15 +398,129 @@ class MemoryService:
             ws.writer.call(write)
         return {"id": memory_id, "deleted": True}
 
+    # -- the self-enhancing router ----------------------------------------------------------
+
+    def label_deferred(self, now: float | None = None) -> dict[str, int]:
+        """Label the due deferred turns of every user with pending ones (the background job).
+
+        Each label re-routes its turn and joins the user's pool; a failed call is retried
+        with backoff and given up on after ``router.max_attempts`` (the turn keeps its
+        classifier label). A user whose pool grew by ``router.retrain_every`` labels gets a
+        training round. Returns counts of what happened."""
+        totals = {"labelled": 0, "retried": 0, "failed": 0, "rounds": 0}
+        if self.llm is None:
+            return totals
+        with self._lock:
+            users = sorted(self._pending)
+        for user_id in users:
+            try:
+                with self._workspace(user_id) as ws:
+                    counts = self._label_user(ws, now)
+            except UserNotFoundError:
+                counts = {"done": 1}
+            except MemorydError:  # one user's broken store must not stall the others
+                log.exception("user %s: labelling deferred turns failed", user_id)
+                continue
+            for key, value in counts.items():
+                totals[key] = totals.get(key, 0) + value
+            if counts.get("done"):
+                with self._lock:
+                    self._pending.discard(user_id)
+        totals.pop("done", None)
+        return totals
+
+    def label_now(self, user_id: str) -> dict[str, int]:
+        """Label the user's queued turns now, waiting out retry backoffs (``memoryd router
+        label`` with the daemon stopped). Returns counts as :meth:`label_deferred` does."""
+        if self.llm is None:
+            raise ConflictError("no LLM is configured: set llm.backend (see `memoryd doctor`)")
+        totals = {"labelled": 0, "retried": 0, "failed": 0, "rounds": 0}
+        with self._workspace(user_id) as ws:
+            while (due := ws.journal.next_due()) is not None:
+                time.sleep(max(0.0, due - time.time()))
+                for key, value in self._label_user(ws, None).items():
+                    if key in totals:
+                        totals[key] += value
+        return totals
+
+    def _label_user(self, ws: Workspace, now: float | None) -> dict[str, int]:
+        counts = {"labelled": 0, "retried": 0, "failed": 0, "rounds": 0, "done": 0}
+        for due in ws.journal.due_labels(now or time.time(), LABEL_BATCH):
+            counts[self._label_one(ws, due.turn_id, due.attempts, now or time.time())] += 1
+        if self.loop.train_if_due(ws.user_id, ws.journal, ws.writer.call) is not None:
+            counts["rounds"] += 1
+        counts["done"] = int(ws.journal.next_due() is None)
+        return counts
+
+    def _label_one(self, ws: Workspace, turn_id: str, attempts: int, now: float) -> str:
+        """Label one queued turn; returns "labelled", "retried" or "failed"."""
+        found = ws.journal.turn(turn_id)
+        if found is None:
+            raise TurnNotFoundError(ws.user_id, turn_id)
+        turn = found[0]
+        try:
+            labels = self.loop.label(turn.text, timeout=self.config.llm_timeout)
+        except LLMError as exc:
+            attempts += 1
+            retry_at = self.loop.settings.retry_at(attempts, now)
+            error = str(exc)
+            ws.writer.call(lambda: ws.journal.label_failed(turn_id, attempts, error, retry_at))
+            log.warning(
+                "user %s: labelling turn %s failed (attempt %d%s): %s",
+                ws.user_id,
+                turn_id,
+                attempts,
+                "" if retry_at else ", giving up",
+                exc,
+            )
+            return "retried" if retry_at else "failed"
+        ws.writer.call(lambda: ws.relabel(self._relabel(ws, turn, labels)))
+        return "labelled"
+
+    def _relabel(self, ws: Workspace, turn: Turn, labels: tuple[Label, ...]) -> Relabel:
+        relabelled = dataclasses.replace(turn, labels=labels, routed_by=RoutedBy.LLM)
+        state = self.loop.user_head(ws.user_id, ws.journal)
+        return Relabel(
+            turn=relabelled,
+            memories=build_memories(relabelled, extract(turn.text, turn.ts)),
+            source=getattr(self.llm, "name", "llm"),
+            holdout=in_pool_holdout(turn.turn_id),
+            after_round=state.completed,
+        )
+
+    def router_status(self, user_id: str) -> dict[str, Any]:
+        with self._workspace(user_id) as ws:
+            return {"user_id": user_id, **self.loop.status(user_id, ws.journal)}
+
+    def train_router(self, user_id: str) -> dict[str, Any]:
+        """Run a training round now, whatever the pool size (operators and tests)."""
+        with self._workspace(user_id) as ws:
+            record = self.loop.train(user_id, ws.journal, ws.writer.call)
+        return {"round": record.round, "accepted": record.accepted, **record.report}
+
+    def rollback_router(self, user_id: str) -> dict[str, Any]:
+        with self._workspace(user_id) as ws:
+            return self.loop.rollback(user_id, ws.journal, ws.writer.call)
+
+    def router_statuses(self) -> dict[str, dict[str, Any]]:
+        """Router status of the users whose stores are open now (for /metrics)."""
+        with self._lock:
+            workspaces = list(self._workspaces.values())
+        return {ws.user_id: self.loop.status(ws.user_id, ws.journal) for ws in workspaces}
+
     # -- users -------------------------------------------------------------------------------
 
     def recover(self) -> dict[str, int]:
-        """Open every user once so that projections replay what they miss (start-up)."""
+        """Open every user once so that projections replay what they miss (start-up), and
+        resume the labelling of turns still queued for the LLM."""
         replayed: dict[str, int] = {}
         for user_id in self.users():
             try:
                 with self._workspace(user_id) as ws:
                     replayed[user_id] = ws.replayed_on_open
+                    if ws.journal.next_due() is not None:
+                        with self._lock:
+                            self._pending.add(user_id)
             except Exception:
                 log.exception("recovering user %s failed", user_id)
         total = sum(replayed.values())
@@ -408,6 +546,9 @@ class MemoryService:
                 ws.close()
             files = sum(1 for p in directory.rglob("*") if p.is_file())
             shutil.rmtree(directory)
+            self.loop.forget(user_id)
+            with self._lock:
+                self._pending.discard(user_id)
         log.info("deleted user %s (%d turns)", user_id, counts.get("turns", 0))
         return {
             "turns": counts.get("turns", 0),
@@ -500,6 +641,8 @@ class MemoryService:
         self._expander.shutdown()
         if self._owns_encoder:
             self.encoder.close()
+            if self.llm is not None:
+                self.llm.close()
         os.close(self._lock_fd)
 
 
@@ -513,6 +656,15 @@ def _import_record(ws: Workspace, record: dict[str, Any]) -> None:
         ]
         embedding = np.frombuffer(base64.b64decode(record["embedding"]), dtype=np.float32).copy()
         ws.commit_turns([TurnEntry(turn, embedding, memories, record.get("reply", {}))])
+    elif kind is LogKind.TURN_RELABEL:
+        turn = turn_from_payload(payload["turn"])
+        memories = [
+            memory_from_payload(MemoryType(m["type"]), m["record"]) for m in payload["memories"]
+        ]
+        relabel = Relabel(
+            turn, memories, payload["source"], payload["holdout"], payload["after_round"]
+        )
+        ws.relabel(relabel)
     elif kind is LogKind.MEMORY_PATCH:
         memory = memory_from_payload(MemoryType(payload["type"]), payload["record"])
         vec = payload.get("embedding")

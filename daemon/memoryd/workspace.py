@@ -29,7 +29,7 @@ from memoryd.memory.models import (
     turn_from_payload,
 )
 from memoryd.store.graph import GraphEngine, GraphStore
-from memoryd.store.journal import Journal, LogEntry, LogKind, TurnEntry
+from memoryd.store.journal import Journal, LogEntry, LogKind, Relabel, TurnEntry
 from memoryd.store.vectors import VectorStore
 from memoryd.writer import SerialWriter
 
@@ -103,6 +103,12 @@ class Workspace:
         self.catch_up()
         return seq
 
+    def relabel(self, relabel: Relabel) -> int:
+        """Journal an LLM label for a deferred turn, then move its memories in the projections."""
+        seq = self.journal.relabel_turn(relabel)
+        self.catch_up()
+        return seq
+
     def catch_up(self) -> int:
         """Apply journal entries each projection has not applied; return how many were read."""
         start = min(self._graph_seq, self.vectors.applied_seq)
@@ -124,6 +130,12 @@ class Workspace:
         if entry.kind is LogKind.TURN:
             turn, memories = _turn_payload(entry)
             return self._project_graph_turn(entry.seq, turn, memories)
+        if entry.kind is LogKind.TURN_RELABEL:
+            turn, memories = _turn_payload(entry)
+            removed = entry.payload["removed"]
+            return self._graph_write(
+                entry.seq, lambda: self.graph.relabel_turn(entry.seq, turn, memories, removed)
+            )
         if entry.kind is LogKind.MEMORY_PATCH:
             memory = _memory(entry.payload)
             return self._graph_write(entry.seq, lambda: self.graph.upsert_memory(entry.seq, memory))
@@ -168,6 +180,9 @@ class Workspace:
             embedding = self.journal.turn_embeddings([entry.ref])[entry.ref]
             self._project_vectors_turn(entry.seq, memories, embedding)
             return
+        if entry.kind is LogKind.TURN_RELABEL:
+            self._project_vectors_relabel(entry)
+            return
         num = self.journal.nums([entry.ref]).get(entry.ref)
         if num is None:
             self.vectors.mark_applied(entry.seq)
@@ -192,6 +207,21 @@ class Workspace:
         for mtype, labels in by_type.items():
             self.vectors.add(seq, mtype, labels, np.repeat(embedding[None, :], len(labels), axis=0))
         self.vectors.mark_applied(seq)
+        self._maybe_save(1)
+
+    def _project_vectors_relabel(self, entry: LogEntry) -> None:
+        """Take the turn's old and new memories out of every type's index, then add the new
+        ones under their (possibly new) type with their stored vectors."""
+        _, memories = _turn_payload(entry)
+        nums = self.journal.nums([m.id for m in memories] + list(entry.payload["removed"]))
+        for num in nums.values():
+            for mtype in MemoryType:
+                self.vectors.remove(entry.seq, mtype, num)
+        vectors = self.journal.memory_embeddings([nums[m.id] for m in memories])
+        for memory in memories:
+            num = nums[memory.id]
+            self.vectors.add(entry.seq, memory_type(memory), [num], vectors[num][None, :])
+        self.vectors.mark_applied(entry.seq)
         self._maybe_save(1)
 
     def _maybe_save(self, changes: int) -> None:

@@ -115,6 +115,21 @@ def v1_router() -> APIRouter:
     async def delete_user(user_id: UserId, service: Service):
         return {"user_id": user_id, "removed": await run_blocking(service.delete_user, user_id)}
 
+    @router.get("/users/{user_id}/router")
+    async def router_status(user_id: UserId, service: Service):
+        """The user's self-enhancing router: round, τ_t, pool, queue, LLM share, validation."""
+        return await run_blocking(service.router_status, user_id)
+
+    @router.post("/users/{user_id}/router/rounds", status_code=201)
+    async def train_router(user_id: UserId, service: Service):
+        """Run a training round now; the new head is used only if validation accepts it."""
+        return await run_blocking(service.train_router, user_id)
+
+    @router.post("/users/{user_id}/router/rollback")
+    async def rollback_router(user_id: UserId, service: Service):
+        """Route with the head before the current one again."""
+        return await run_blocking(service.rollback_router, user_id)
+
     return router
 
 

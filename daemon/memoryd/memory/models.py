@@ -45,6 +45,7 @@ class Role(StrEnum):
 class RoutedBy(StrEnum):
     CLASSIFIER = "classifier"
     DEFERRED = "deferred"
+    LLM = "llm"
 
 
 class EntityType(StrEnum):

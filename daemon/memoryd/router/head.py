@@ -8,11 +8,15 @@ on the label pool (HGP's self-enhancement loop) needs nothing beyond the runtime
     head.save(Path("models/router_head.npz"))
     probs = RouterHead.load(Path("models/router_head.npz")).predict_proba(vec)   # (5,)
 
-A head has zero or more ReLU hidden layers; ``hidden=0`` is logistic regression.
+A head has zero or more ReLU hidden layers; ``hidden=0`` is logistic regression. Its
+``temperature`` divides the logits before the sigmoid (temperature scaling, fitted on held-out
+data by :func:`memoryd.router.calibrate.fit_temperature`): it changes how sure the head says it
+is, never which side of 0.5 a probability falls on.
 """
 
 from __future__ import annotations
 
+import io
 import logging
 from itertools import pairwise
 from pathlib import Path
@@ -40,12 +44,22 @@ class RouterHead:
     Args:
         layers: ``(weight, bias)`` pairs, weight of shape ``(fan_in, fan_out)``; the last layer
             has one output per label. Weights are stored as float32.
+        temperature: positive divisor of the logits (1.0: uncalibrated).
     """
 
-    def __init__(self, layers: list[tuple[np.ndarray, np.ndarray]]) -> None:
+    def __init__(
+        self, layers: list[tuple[np.ndarray, np.ndarray]], temperature: float = 1.0
+    ) -> None:
         if not layers or layers[-1][0].shape[1] != len(LABELS):
             raise ValueError(f"the last layer must have {len(LABELS)} outputs, one per label")
+        if not temperature > 0:
+            raise ValueError(f"temperature must be > 0, got {temperature}")
         self.layers = [(w.astype(np.float32), b.astype(np.float32)) for w, b in layers]
+        self.temperature = float(temperature)
+
+    def with_temperature(self, temperature: float) -> RouterHead:
+        """The same weights with another temperature."""
+        return RouterHead(self.layers, temperature)
 
     @property
     def input_dim(self) -> int:
@@ -56,26 +70,54 @@ class RouterHead:
         """Width of the first hidden layer; 0 for logistic regression."""
         return self.layers[0][0].shape[1] if len(self.layers) > 1 else 0
 
-    def predict_proba(self, x: np.ndarray) -> np.ndarray:
-        """Label probabilities in ``LABELS`` order: ``(5,)`` for one vector, ``(n, 5)`` for n."""
+    def logits(self, x: np.ndarray) -> np.ndarray:
+        """Uncalibrated logits in ``LABELS`` order: ``(5,)`` for one vector, ``(n, 5)`` for n."""
         h = np.asarray(x, dtype=np.float32)
         for w, b in self.layers[:-1]:
             h = np.maximum(h @ w + b, 0.0)
         w, b = self.layers[-1]
-        return _sigmoid(h @ w + b)
+        return h @ w + b
 
-    def save(self, path: Path) -> None:
-        """Write weights, label order and format version to ``path`` (an ``.npz`` file)."""
+    def predict_proba(self, x: np.ndarray) -> np.ndarray:
+        """Calibrated label probabilities, shaped like :meth:`logits`."""
+        return _sigmoid(self.logits(x) / self.temperature)
+
+    def to_bytes(self) -> bytes:
+        """The head as ``.npz`` bytes: weights, temperature, label order and format version."""
         arrays: dict[str, np.ndarray] = {}
         for i, (w, b) in enumerate(self.layers):
             arrays[f"w{i}"], arrays[f"b{i}"] = w, b
-        with Path(path).open("wb") as fh:
-            np.savez(
-                fh,
-                format=np.array(HEAD_FORMAT),
-                labels=np.array([str(label) for label in LABELS]),
-                **arrays,
-            )
+        buffer = io.BytesIO()
+        np.savez(
+            buffer,
+            format=np.array(HEAD_FORMAT),
+            labels=np.array([str(label) for label in LABELS]),
+            temperature=np.array(self.temperature),
+            **arrays,
+        )
+        return buffer.getvalue()
+
+    @classmethod
+    def from_bytes(cls, blob: bytes, origin: str = "head") -> RouterHead:
+        """Read bytes written by :meth:`to_bytes`; ``origin`` names them in errors.
+
+        Raises:
+            ValueError: another format version or another label order.
+        """
+        with np.load(io.BytesIO(blob), allow_pickle=False) as data:
+            if int(data["format"]) != HEAD_FORMAT:
+                raise ValueError(f"{origin}: head format {int(data['format'])} != {HEAD_FORMAT}")
+            labels = tuple(Label(str(v)) for v in data["labels"])
+            if labels != LABELS:
+                raise ValueError(f"{origin}: label order {labels} != {LABELS}")
+            count = sum(1 for key in data.files if key.startswith("w"))
+            layers = [(data[f"w{i}"], data[f"b{i}"]) for i in range(count)]
+            temperature = float(data["temperature"]) if "temperature" in data.files else 1.0
+        return cls(layers, temperature)
+
+    def save(self, path: Path) -> None:
+        """Write :meth:`to_bytes` to ``path`` (an ``.npz`` file)."""
+        Path(path).write_bytes(self.to_bytes())
 
     @classmethod
     def load(cls, path: Path) -> RouterHead:
@@ -88,16 +130,13 @@ class RouterHead:
         path = Path(path)
         if not path.is_file():
             raise ModelMissingError(str(path), "router head")
-        with np.load(path, allow_pickle=False) as data:
-            if int(data["format"]) != HEAD_FORMAT:
-                raise ValueError(f"{path}: head format {int(data['format'])} != {HEAD_FORMAT}")
-            labels = tuple(Label(str(v)) for v in data["labels"])
-            if labels != LABELS:
-                raise ValueError(f"{path}: label order {labels} != {LABELS}")
-            count = sum(1 for key in data.files if key.startswith("w"))
-            layers = [(data[f"w{i}"], data[f"b{i}"]) for i in range(count)]
-        head = cls(layers)
-        logger.info("router head loaded from %s (hidden=%d)", path, head.hidden)
+        head = cls.from_bytes(path.read_bytes(), str(path))
+        logger.info(
+            "router head loaded from %s (hidden=%d, temperature=%.3f)",
+            path,
+            head.hidden,
+            head.temperature,
+        )
         return head
 
     @classmethod

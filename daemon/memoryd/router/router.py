@@ -20,12 +20,16 @@ Rules, in order:
    I visited an LGBTQ center …"), 163 of them evidence for a question; noise is short.
 
 The confidence ``s(x)`` is the certainty of the whole multi-label decision: the minimum over all
-five labels of ``max(p, 1 - p)``. One label near 0.5 makes the decision uncertain however sure
-the others are; the service defers turns with ``s(x) < τ_t`` to the LLM (HGP §3.1).
+five labels of ``max(p, 1 - p)``, with the head's calibrated (temperature-scaled) probabilities.
+One label near 0.5 makes the decision uncertain however sure the others are; the service defers
+turns with ``s(x) < τ_t`` to the LLM (HGP §3.1), where ``τ_t = max(τ_min, τ_0 · e^{−β t})``
+falls as the user's head goes through training rounds (:func:`deferral_threshold`).
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,7 +45,10 @@ __all__ = [
     "Router",
     "choose_labels",
     "confidence",
+    "decide",
+    "deferral_threshold",
     "keep_content",
+    "label_matrix",
 ]
 
 DEFAULT_THRESHOLD = 0.5
@@ -84,6 +91,16 @@ def confidence(probabilities: np.ndarray) -> float:
     return float(np.min(np.maximum(p, 1.0 - p)))
 
 
+def deferral_threshold(rounds: int, tau0: float, beta: float, tau_min: float) -> float:
+    """``τ_t = max(τ_min, τ_0 · e^{−β t})`` after ``rounds`` completed training rounds."""
+    return max(tau_min, tau0 * math.exp(-beta * rounds))
+
+
+def label_matrix(rows: Sequence[Sequence[Label]]) -> np.ndarray:
+    """Label sets as an ``(n, 5)`` 0/1 float32 matrix, columns in ``LABELS`` order."""
+    return np.array([[label in row for label in LABELS] for row in rows], dtype=np.float32)
+
+
 class Router:
     """Routes a turn's embedding to labels with the classifier head.
 
@@ -113,3 +130,11 @@ class Router:
             scores=scores,
             routed_by=RoutedBy.CLASSIFIER,
         )
+
+
+def decide(
+    head: RouterHead, x: np.ndarray, texts: Sequence[str], threshold: float = DEFAULT_THRESHOLD
+) -> np.ndarray:
+    """The router's label decisions for many turns, as an ``(n, 5)`` 0/1 matrix."""
+    router = Router(head, threshold)
+    return label_matrix([router.route(v, t).labels for v, t in zip(x, texts, strict=True)])

@@ -394,11 +394,36 @@ class GraphStore:
         ``applied_seq``.
         """
         with self._transaction() as conn:
-            self._delete_episode(conn, memory_id)
-            self._delete_fact(conn, memory_id)
-            self._delete_owner(conn, "Rule", "HAS_NODE", "RuleNode", memory_id)
-            self._delete_owner(conn, "Task", "HAS_STATE", "State", memory_id)
+            self._delete_memory(conn, memory_id)
             self._advance_seq(conn, seq)
+
+    def relabel_turn(
+        self, seq: int, turn: Turn, memories: Sequence[Memory], removed: Sequence[str]
+    ) -> None:
+        """Re-route a turn in one transaction: set its labels and ``routed_by``, delete the
+        memories in ``removed`` and write ``memories`` as :meth:`upsert_memory` does. The Turn
+        keeps the seq it was ingested at. Atomic, idempotent; advances ``applied_seq``."""
+        with self._transaction() as conn:
+            self._execute(
+                conn,
+                "relabel_turn",
+                "MATCH (t:Turn {id: $id}) SET t.labels = $labels, t.routed_by = $routed_by",
+                {
+                    "id": turn.turn_id,
+                    "labels": [str(label) for label in turn.labels],
+                    "routed_by": str(turn.routed_by),
+                },
+            )
+            for memory_id in removed:
+                self._delete_memory(conn, memory_id)
+            self._write_memories(conn, memories)
+            self._advance_seq(conn, seq)
+
+    def _delete_memory(self, conn: Any, memory_id: str) -> None:
+        self._delete_episode(conn, memory_id)
+        self._delete_fact(conn, memory_id)
+        self._delete_owner(conn, "Rule", "HAS_NODE", "RuleNode", memory_id)
+        self._delete_owner(conn, "Task", "HAS_STATE", "State", memory_id)
 
     def clear(self) -> None:
         """Delete every node and edge and reset ``applied_seq`` to 0, in one transaction."""

@@ -13,6 +13,14 @@ Tables
 - ``memories``: the current state of each memory (derived from the log in the same transaction).
   ``num`` is the integer label the vector index uses.
 - ``memory_fts``: FTS5 over memory text (rowid = ``memories.num``).
+- ``router_queue``: turns deferred to the LLM labeller (pending, labelled or failed), with their
+  attempts and the earliest time of the next one; written with the turn, so a crash between
+  "queued" and "labelled" loses nothing.
+- ``router_pool``: the user's LLM labels (the training pool of the self-enhancement loop),
+  written in the same transaction as the ``turn_relabel`` entry that re-routes the turn.
+- ``router_rounds``: every training round (and rollback) with its report and, when accepted,
+  the head's bytes; the user's current head is the last accepted one.
+- ``router_decisions``: routing decisions and deferrals per round (the LLM share per round).
 
 Concurrency: one writer thread (the caller guarantees it) owns the write connection; each reading
 thread gets its own connection, which WAL lets run beside the writer.
@@ -66,7 +74,8 @@ CREATE TABLE IF NOT EXISTS turns (
     session_id TEXT NOT NULL,
     ts TEXT NOT NULL,
     embedding BLOB NOT NULL,
-    reply TEXT NOT NULL
+    reply TEXT NOT NULL,
+    relabel_seq INTEGER
 );
 CREATE INDEX IF NOT EXISTS turns_by_session ON turns(session_id, seq);
 CREATE TABLE IF NOT EXISTS memories (
@@ -83,23 +92,109 @@ CREATE TABLE IF NOT EXISTS memories (
 CREATE INDEX IF NOT EXISTS memories_by_turn ON memories(turn_id);
 CREATE INDEX IF NOT EXISTS memories_by_type ON memories(type, deleted, num);
 CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5(text, tokenize='{FTS_TOKENIZER}');
+CREATE TABLE IF NOT EXISTS router_queue (
+    turn_id TEXT PRIMARY KEY,
+    status TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    not_before REAL NOT NULL DEFAULT 0,
+    error TEXT,
+    updated_at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS router_queue_due ON router_queue(status, not_before);
+CREATE TABLE IF NOT EXISTS router_pool (
+    turn_id TEXT PRIMARY KEY,
+    labels TEXT NOT NULL,
+    source TEXT NOT NULL,
+    holdout INTEGER NOT NULL,
+    after_round INTEGER NOT NULL,
+    created_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS router_rounds (
+    round INTEGER PRIMARY KEY AUTOINCREMENT,
+    kind TEXT NOT NULL,
+    accepted INTEGER NOT NULL,
+    report TEXT NOT NULL,
+    head BLOB,
+    created_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS router_decisions (
+    round INTEGER PRIMARY KEY,
+    decisions INTEGER NOT NULL,
+    deferred INTEGER NOT NULL,
+    low_confidence INTEGER NOT NULL
+);
 """
+MIGRATIONS = (("turns", "relabel_seq", "ALTER TABLE turns ADD COLUMN relabel_seq INTEGER"),)
+"""Columns added after a table was first shipped: (table, column, statement)."""
 
 
 class LogKind(StrEnum):
     TURN = "turn"
     MEMORY_PATCH = "memory_patch"
     MEMORY_DELETE = "memory_delete"
+    TURN_RELABEL = "turn_relabel"
+
+
+class QueueStatus(StrEnum):
+    PENDING = "pending"
+    LABELLED = "labelled"
+    FAILED = "failed"
+
+
+class RoundKind(StrEnum):
+    TRAIN = "train"
+    ROLLBACK = "rollback"
+
+
+@dataclass(frozen=True)
+class Routing:
+    """How a turn was routed: the user's training round then, and whether the confidence was
+    under τ_t (``low_confidence``) and the turn was queued for the LLM (``deferred``)."""
+
+    round: int
+    low_confidence: bool
+    deferred: bool
 
 
 @dataclass(frozen=True)
 class TurnEntry:
-    """What one ingested turn writes: the turn, its embedding, memories and the reply to replay."""
+    """What one ingested turn writes: the turn, its embedding, memories and the reply to replay.
+
+    ``routing`` is None for turns that were not routed now (an import)."""
 
     turn: Turn
     embedding: np.ndarray
     memories: list[Memory]
     reply: dict[str, Any]
+    routing: Routing | None = None
+
+
+@dataclass(frozen=True)
+class Relabel:
+    """An LLM label for a deferred turn: the re-routed turn, its new memories and the pool row."""
+
+    turn: Turn
+    memories: list[Memory]
+    source: str
+    holdout: bool
+    after_round: int
+
+
+@dataclass(frozen=True)
+class DueLabel:
+    """A queued turn whose next labelling attempt is due."""
+
+    turn_id: str
+    attempts: int
+
+
+@dataclass(frozen=True)
+class RoundRecord:
+    round: int
+    kind: RoundKind
+    accepted: bool
+    report: dict[str, Any]
+    created_at: str
 
 
 @dataclass(frozen=True)
@@ -145,6 +240,7 @@ class Journal:
         self._writer = self._connect()
         with self._writer:
             self._writer.executescript(SCHEMA)
+            self._migrate(self._writer)
 
     # -- connections -------------------------------------------------------------------------
 
@@ -160,6 +256,14 @@ class Journal:
         with self._lock:
             self._connections.append(conn)
         return conn
+
+    @staticmethod
+    def _migrate(conn: sqlite3.Connection) -> None:
+        for table, column, statement in MIGRATIONS:
+            columns = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+            if column not in columns:
+                conn.execute(statement)
+                log.info("journal migrated: added %s.%s", table, column)
 
     def _reader(self) -> sqlite3.Connection:
         if self._closed:
@@ -236,7 +340,25 @@ class Journal:
         )
         for memory in entry.memories:
             self._insert_memory(conn, memory, turn)
+        if entry.routing is not None:
+            self._count_decision(conn, entry.routing)
+            if entry.routing.deferred:
+                conn.execute(
+                    "INSERT OR IGNORE INTO router_queue(turn_id, status, updated_at)"
+                    " VALUES (?, ?, ?)",
+                    (turn.turn_id, QueueStatus.PENDING.value, _now()),
+                )
         return seq
+
+    @staticmethod
+    def _count_decision(conn: sqlite3.Connection, routing: Routing) -> None:
+        conn.execute(
+            "INSERT INTO router_decisions(round, decisions, deferred, low_confidence)"
+            " VALUES (?, 1, ?, ?) ON CONFLICT(round) DO UPDATE SET"
+            " decisions = decisions + 1, deferred = deferred + excluded.deferred,"
+            " low_confidence = low_confidence + excluded.low_confidence",
+            (routing.round, int(routing.deferred), int(routing.low_confidence)),
+        )
 
     def _insert_memory(self, conn: sqlite3.Connection, memory: Memory, turn: Turn) -> None:
         cur = conn.execute(
@@ -301,6 +423,172 @@ class Journal:
             conn.execute("DELETE FROM memory_fts WHERE rowid = ?", (row[0],))
         return seq
 
+    def relabel_turn(self, relabel: Relabel) -> int:
+        """Re-route a deferred turn under its LLM labels; return the ``turn_relabel`` seq.
+
+        One transaction: the log entry (the new turn, its new memories and the ids of the
+        memories it no longer has), the memories table and FTS, the pool row and the queue
+        status. Memory ids are deterministic, so a memory the turn had before and has again
+        keeps its ``num`` (and its vector label).
+        """
+        turn = relabel.turn
+        with self._write() as conn:
+            rows = conn.execute(
+                "SELECT id FROM memories WHERE turn_id = ? AND deleted = 0", (turn.turn_id,)
+            ).fetchall()
+            new_ids = {m.id for m in relabel.memories}
+            removed = sorted(r[0] for r in rows if r[0] not in new_ids)
+            payload = {
+                "turn": to_payload(turn),
+                "memories": [
+                    {"type": memory_type(m).value, "record": to_payload(m)}
+                    for m in relabel.memories
+                ],
+                "removed": removed,
+                "source": relabel.source,
+                "holdout": relabel.holdout,
+                "after_round": relabel.after_round,
+            }
+            seq = self._log(conn, LogKind.TURN_RELABEL, turn.turn_id, payload)
+            conn.execute("UPDATE turns SET relabel_seq = ? WHERE turn_id = ?", (seq, turn.turn_id))
+            for memory_id in removed:
+                self._mark_deleted(conn, memory_id)
+            for memory in relabel.memories:
+                self._upsert_memory(conn, memory, turn)
+            conn.execute(
+                "INSERT OR REPLACE INTO router_pool"
+                "(turn_id, labels, source, holdout, after_round, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    turn.turn_id,
+                    json.dumps([label.value for label in turn.labels]),
+                    relabel.source,
+                    int(relabel.holdout),
+                    relabel.after_round,
+                    _now(),
+                ),
+            )
+            self._set_queue(conn, turn.turn_id, QueueStatus.LABELLED, None, 0.0, None)
+        return seq
+
+    @staticmethod
+    def _mark_deleted(conn: sqlite3.Connection, memory_id: str) -> None:
+        row = conn.execute(
+            "SELECT num FROM memories WHERE id = ? AND deleted = 0", (memory_id,)
+        ).fetchone()
+        if row is not None:
+            conn.execute("UPDATE memories SET deleted = 1 WHERE num = ?", (row[0],))
+            conn.execute("DELETE FROM memory_fts WHERE rowid = ?", (row[0],))
+
+    def _upsert_memory(self, conn: sqlite3.Connection, memory: Memory, turn: Turn) -> None:
+        row = conn.execute(
+            "SELECT num, deleted FROM memories WHERE id = ?", (memory.id,)
+        ).fetchone()
+        if row is None:
+            self._insert_memory(conn, memory, turn)
+            return
+        num, deleted = row
+        conn.execute(
+            "UPDATE memories SET type = ?, payload = ?, deleted = 0 WHERE num = ?",
+            (memory_type(memory).value, json.dumps(to_payload(memory)), num),
+        )
+        if not deleted:
+            conn.execute("DELETE FROM memory_fts WHERE rowid = ?", (num,))
+        conn.execute("INSERT INTO memory_fts(rowid, text) VALUES (?, ?)", (num, index_text(memory)))
+
+    # -- router queue, pool and rounds -------------------------------------------------------
+
+    @staticmethod
+    def _set_queue(
+        conn: sqlite3.Connection,
+        turn_id: str,
+        status: QueueStatus,
+        attempts: int | None,
+        not_before: float,
+        error: str | None,
+    ) -> None:
+        conn.execute(
+            "UPDATE router_queue SET status = ?, attempts = COALESCE(?, attempts),"
+            " not_before = ?, error = ?, updated_at = ? WHERE turn_id = ?",
+            (status.value, attempts, not_before, error, _now(), turn_id),
+        )
+
+    def label_failed(self, turn_id: str, attempts: int, error: str, retry_at: float | None) -> None:
+        """Record a failed labelling attempt: due again at ``retry_at`` (unix time), or given
+        up on when ``retry_at`` is None (the turn keeps its classifier label)."""
+        status = QueueStatus.FAILED if retry_at is None else QueueStatus.PENDING
+        with self._write() as conn:
+            self._set_queue(conn, turn_id, status, attempts, retry_at or 0.0, error[:500])
+
+    def due_labels(self, now: float, limit: int) -> list[DueLabel]:
+        """Pending queued turns whose next attempt is due, oldest first."""
+        rows = self._query(
+            "SELECT q.turn_id, q.attempts FROM router_queue q JOIN turns t USING (turn_id)"
+            " WHERE q.status = ? AND q.not_before <= ? ORDER BY t.seq LIMIT ?",
+            (QueueStatus.PENDING.value, now, limit),
+        )
+        return [DueLabel(r[0], int(r[1])) for r in rows]
+
+    def next_due(self) -> float | None:
+        """Unix time of the earliest pending attempt, or None when nothing is pending."""
+        row = self._query(
+            "SELECT MIN(not_before) FROM router_queue WHERE status = ?",
+            (QueueStatus.PENDING.value,),
+        )[0]
+        return None if row[0] is None else float(row[0])
+
+    def queue_counts(self) -> dict[str, int]:
+        rows = self._query("SELECT status, COUNT(*) FROM router_queue GROUP BY status")
+        counts = {status.value: 0 for status in QueueStatus}
+        counts.update({r[0]: int(r[1]) for r in rows})
+        return counts
+
+    def pool(self) -> list[tuple[str, list[str], bool]]:
+        """The training pool: (turn id, labels, held out), in the order labels arrived."""
+        rows = self._query("SELECT turn_id, labels, holdout FROM router_pool ORDER BY rowid")
+        return [(r[0], json.loads(r[1]), bool(r[2])) for r in rows]
+
+    def pool_counts(self, after_round: int) -> tuple[int, int]:
+        """(pool size, labels added since training round ``after_round`` was completed)."""
+        row = self._query(
+            "SELECT COUNT(*), COALESCE(SUM(after_round >= ?), 0) FROM router_pool",
+            (after_round,),
+        )[0]
+        return int(row[0]), int(row[1])
+
+    def record_round(
+        self, kind: RoundKind, accepted: bool, report: dict[str, Any], head: bytes | None
+    ) -> int:
+        """Journal a training round or rollback; an accepted one carries the head in use from
+        now on. Returns the round number."""
+        with self._write() as conn:
+            cur = conn.execute(
+                "INSERT INTO router_rounds(kind, accepted, report, head, created_at)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (kind.value, int(accepted), json.dumps(report), head, _now()),
+            )
+        return int(cur.lastrowid or 0)
+
+    def rounds(self) -> list[RoundRecord]:
+        rows = self._query(
+            "SELECT round, kind, accepted, report, created_at FROM router_rounds ORDER BY round"
+        )
+        return [
+            RoundRecord(r[0], RoundKind(r[1]), bool(r[2]), json.loads(r[3]), r[4]) for r in rows
+        ]
+
+    def head(self, round_: int) -> bytes | None:
+        """The head bytes journaled with round ``round_`` (None if it has none)."""
+        rows = self._query("SELECT head FROM router_rounds WHERE round = ?", (round_,))
+        return bytes(rows[0][0]) if rows and rows[0][0] is not None else None
+
+    def decisions(self) -> dict[int, tuple[int, int, int]]:
+        """round → (routing decisions, deferred to the LLM, under τ_t)."""
+        rows = self._query(
+            "SELECT round, decisions, deferred, low_confidence FROM router_decisions"
+        )
+        return {int(r[0]): (int(r[1]), int(r[2]), int(r[3])) for r in rows}
+
     # -- reads: turns ------------------------------------------------------------------------
 
     def replies(self, turn_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -314,8 +602,8 @@ class Journal:
     def turn(self, turn_id: str) -> tuple[Turn, np.ndarray, dict[str, Any]] | None:
         """The turn, its embedding and its first reply, or None."""
         rows = self._query(
-            "SELECT l.payload, t.embedding, t.reply FROM turns t JOIN log l ON l.seq = t.seq"
-            " WHERE t.turn_id = ?",
+            "SELECT l.payload, t.embedding, t.reply FROM turns t"
+            " JOIN log l ON l.seq = COALESCE(t.relabel_seq, t.seq) WHERE t.turn_id = ?",
             (turn_id,),
         )
         if not rows:
@@ -336,11 +624,26 @@ class Journal:
             where += " AND t.session_id = ?"
             params.append(session_id)
         rows = self._query(
-            "SELECT t.seq, l.payload FROM turns t JOIN log l ON l.seq = t.seq"
+            "SELECT t.seq, l.payload FROM turns t"
+            " JOIN log l ON l.seq = COALESCE(t.relabel_seq, t.seq)"
             f" WHERE {where} ORDER BY t.seq LIMIT ?",
             [*params, limit],
         )
         return [(r[0], turn_from_payload(json.loads(r[1])["turn"])) for r in rows]
+
+    def turn_texts(self, turn_ids: Sequence[str]) -> dict[str, str]:
+        """turn id → text, for stored turns."""
+        out: dict[str, str] = {}
+        for start in range(0, len(turn_ids), 500):
+            chunk = list(turn_ids[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            rows = self._query(
+                "SELECT t.turn_id, l.payload FROM turns t JOIN log l ON l.seq = t.seq"
+                f" WHERE t.turn_id IN ({marks})",
+                chunk,
+            )
+            out.update({r[0]: json.loads(r[1])["turn"]["text"] for r in rows})
+        return out
 
     def turn_embeddings(self, turn_ids: Sequence[str]) -> dict[str, np.ndarray]:
         if not turn_ids:
