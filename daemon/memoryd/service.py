@@ -22,7 +22,7 @@ import re
 import shutil
 import threading
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -57,16 +57,20 @@ from memoryd.memory.models import (
     Role,
     RoutedBy,
     Turn,
-    memory_from_payload,
     memory_type,
     to_payload,
-    turn_from_payload,
 )
 from memoryd.retrieve import Fusion, QueryParams, QueryResult, RetrievalConfig, Stores, retrieve
 from memoryd.router import Router, RouterHead
 from memoryd.router.enhance import LoopSettings, SelfEnhancingRouter
 from memoryd.router.trainer import in_pool_holdout
-from memoryd.store.journal import LogKind, Relabel, TurnEntry
+from memoryd.store.journal import (
+    LogKind,
+    Relabel,
+    TurnEntry,
+    memory_of_record,
+    turn_of_payload,
+)
 from memoryd.workspace import Workspace
 
 log = logging.getLogger(__name__)
@@ -79,6 +83,7 @@ EXPORT_VERSION = 1
 ROUTER_HEAD_FILE = "router_head.npz"
 EXPANSION_THREADS = 4  # one per typed expansion of a query
 LABEL_BATCH = 16  # deferred turns labelled per user per run of the labelling job
+LABEL_OUTCOMES = ("labelled", "retried", "failed", "rounds")  # what the labelling reports
 
 
 @dataclass(frozen=True)
@@ -400,57 +405,53 @@ class MemoryService:
 
     # -- the self-enhancing router ----------------------------------------------------------
 
-    def label_deferred(self, now: float | None = None) -> dict[str, int]:
+    def label_deferred(self) -> dict[str, int]:
         """Label the due deferred turns of every user with pending ones (the background job).
 
         Each label re-routes its turn and joins the user's pool; a failed call is retried
         with backoff and given up on after ``router.max_attempts`` (the turn keeps its
         classifier label). A user whose pool grew by ``router.retrain_every`` labels gets a
         training round. Returns counts of what happened."""
-        totals = {"labelled": 0, "retried": 0, "failed": 0, "rounds": 0}
-        if self.llm is None:
-            return totals
+        totals: Counter[str] = Counter()
         with self._lock:
-            users = sorted(self._pending)
+            users = sorted(self._pending) if self.llm is not None else []
         for user_id in users:
             try:
                 with self._workspace(user_id) as ws:
-                    counts = self._label_user(ws, now)
+                    counts, done = self._label_user(ws)
             except UserNotFoundError:
-                counts = {"done": 1}
+                counts, done = Counter(), True
             except MemorydError:  # one user's broken store must not stall the others
                 log.exception("user %s: labelling deferred turns failed", user_id)
                 continue
-            for key, value in counts.items():
-                totals[key] = totals.get(key, 0) + value
-            if counts.get("done"):
+            totals.update(counts)
+            if done:
                 with self._lock:
                     self._pending.discard(user_id)
-        totals.pop("done", None)
-        return totals
+        return {key: totals[key] for key in LABEL_OUTCOMES}
 
     def label_now(self, user_id: str) -> dict[str, int]:
         """Label the user's queued turns now, waiting out retry backoffs (``memoryd router
         label`` with the daemon stopped). Returns counts as :meth:`label_deferred` does."""
         if self.llm is None:
             raise ConflictError("no LLM is configured: set llm.backend (see `memoryd doctor`)")
-        totals = {"labelled": 0, "retried": 0, "failed": 0, "rounds": 0}
+        totals: Counter[str] = Counter()
         with self._workspace(user_id) as ws:
             while (due := ws.journal.next_due()) is not None:
                 time.sleep(max(0.0, due - time.time()))
-                for key, value in self._label_user(ws, None).items():
-                    if key in totals:
-                        totals[key] += value
-        return totals
+                totals.update(self._label_user(ws)[0])
+        return {key: totals[key] for key in LABEL_OUTCOMES}
 
-    def _label_user(self, ws: Workspace, now: float | None) -> dict[str, int]:
-        counts = {"labelled": 0, "retried": 0, "failed": 0, "rounds": 0, "done": 0}
-        for due in ws.journal.due_labels(now or time.time(), LABEL_BATCH):
-            counts[self._label_one(ws, due.turn_id, due.attempts, now or time.time())] += 1
+    def _label_user(self, ws: Workspace) -> tuple[Counter[str], bool]:
+        """Label the user's due turns (one batch), then train if a round is due. Returns the
+        outcomes and whether nothing is left pending."""
+        counts: Counter[str] = Counter()
+        now = time.time()
+        for due in ws.journal.due_labels(now, LABEL_BATCH):
+            counts[self._label_one(ws, due.turn_id, due.attempts, now)] += 1
         if self.loop.train_if_due(ws.user_id, ws.journal, ws.writer.call) is not None:
             counts["rounds"] += 1
-        counts["done"] = int(ws.journal.next_due() is None)
-        return counts
+        return counts, ws.journal.next_due() is None
 
     def _label_one(self, ws: Workspace, turn_id: str, attempts: int, now: float) -> str:
         """Label one queued turn; returns "labelled", "retried" or "failed"."""
@@ -650,25 +651,20 @@ def _import_record(ws: Workspace, record: dict[str, Any]) -> None:
     kind = LogKind(record["kind"])
     payload = record["payload"]
     if kind is LogKind.TURN:
-        turn = turn_from_payload(payload["turn"])
-        memories = [
-            memory_from_payload(MemoryType(m["type"]), m["record"]) for m in payload["memories"]
-        ]
+        turn, memories = turn_of_payload(payload)
         embedding = np.frombuffer(base64.b64decode(record["embedding"]), dtype=np.float32).copy()
         ws.commit_turns([TurnEntry(turn, embedding, memories, record.get("reply", {}))])
     elif kind is LogKind.TURN_RELABEL:
-        turn = turn_from_payload(payload["turn"])
-        memories = [
-            memory_from_payload(MemoryType(m["type"]), m["record"]) for m in payload["memories"]
-        ]
+        turn, memories = turn_of_payload(payload)
         relabel = Relabel(
             turn, memories, payload["source"], payload["holdout"], payload["after_round"]
         )
         ws.relabel(relabel)
     elif kind is LogKind.MEMORY_PATCH:
-        memory = memory_from_payload(MemoryType(payload["type"]), payload["record"])
         vec = payload.get("embedding")
-        ws.patch_memory(memory, None if vec is None else np.asarray(vec, dtype=np.float32))
+        ws.patch_memory(
+            memory_of_record(payload), None if vec is None else np.asarray(vec, dtype=np.float32)
+        )
     else:
         ws.delete_memory(record["ref"])
 

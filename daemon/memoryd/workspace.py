@@ -14,7 +14,6 @@ import shutil
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -24,12 +23,18 @@ from memoryd.memory.models import (
     Memory,
     MemoryType,
     Turn,
-    memory_from_payload,
     memory_type,
-    turn_from_payload,
 )
 from memoryd.store.graph import GraphEngine, GraphStore
-from memoryd.store.journal import Journal, LogEntry, LogKind, Relabel, TurnEntry
+from memoryd.store.journal import (
+    Journal,
+    LogEntry,
+    LogKind,
+    Relabel,
+    TurnEntry,
+    memory_of_record,
+    turn_of_payload,
+)
 from memoryd.store.vectors import VectorStore
 from memoryd.writer import SerialWriter
 
@@ -128,16 +133,16 @@ class Workspace:
 
     def _apply_graph(self, entry: LogEntry) -> bool:
         if entry.kind is LogKind.TURN:
-            turn, memories = _turn_payload(entry)
+            turn, memories = turn_of_payload(entry.payload)
             return self._project_graph_turn(entry.seq, turn, memories)
         if entry.kind is LogKind.TURN_RELABEL:
-            turn, memories = _turn_payload(entry)
+            turn, memories = turn_of_payload(entry.payload)
             removed = entry.payload["removed"]
             return self._graph_write(
                 entry.seq, lambda: self.graph.relabel_turn(entry.seq, turn, memories, removed)
             )
         if entry.kind is LogKind.MEMORY_PATCH:
-            memory = _memory(entry.payload)
+            memory = memory_of_record(entry.payload)
             return self._graph_write(entry.seq, lambda: self.graph.upsert_memory(entry.seq, memory))
         return self._graph_write(entry.seq, lambda: self.graph.delete_memory(entry.seq, entry.ref))
 
@@ -176,7 +181,7 @@ class Workspace:
 
     def _apply_vectors(self, entry: LogEntry) -> None:
         if entry.kind is LogKind.TURN:
-            _, memories = _turn_payload(entry)
+            _, memories = turn_of_payload(entry.payload)
             embedding = self.journal.turn_embeddings([entry.ref])[entry.ref]
             self._project_vectors_turn(entry.seq, memories, embedding)
             return
@@ -212,7 +217,7 @@ class Workspace:
     def _project_vectors_relabel(self, entry: LogEntry) -> None:
         """Take the turn's old and new memories out of every type's index, then add the new
         ones under their (possibly new) type with their stored vectors."""
-        _, memories = _turn_payload(entry)
+        _, memories = turn_of_payload(entry.payload)
         nums = self.journal.nums([m.id for m in memories] + list(entry.payload["removed"]))
         for num in nums.values():
             for mtype in MemoryType:
@@ -278,12 +283,3 @@ class Workspace:
                     store.close()
                 except Exception:
                     log.exception("user %s: closing %s failed", self.user_id, name)
-
-
-def _memory(payload: dict[str, Any]) -> Memory:
-    return memory_from_payload(MemoryType(payload["type"]), payload["record"])
-
-
-def _turn_payload(entry: LogEntry) -> tuple[Turn, list[Memory]]:
-    turn = turn_from_payload(entry.payload["turn"])
-    return turn, [_memory(m) for m in entry.payload["memories"]]

@@ -216,6 +216,21 @@ class StoredMemory:
     ts: str
 
 
+def memory_record(memory: Memory) -> dict[str, Any]:
+    """A memory as the log stores it: its type and its record."""
+    return {"type": memory_type(memory).value, "record": to_payload(memory)}
+
+
+def memory_of_record(record: dict[str, Any]) -> Memory:
+    """The inverse of :func:`memory_record`."""
+    return memory_from_payload(MemoryType(record["type"]), record["record"])
+
+
+def turn_of_payload(payload: dict[str, Any]) -> tuple[Turn, list[Memory]]:
+    """The turn and memories of a ``turn`` or ``turn_relabel`` log payload."""
+    return turn_from_payload(payload["turn"]), [memory_of_record(m) for m in payload["memories"]]
+
+
 def encode_embedding(vec: np.ndarray) -> bytes:
     return np.asarray(vec, dtype=EMBEDDING_DTYPE).tobytes()
 
@@ -321,9 +336,7 @@ class Journal:
         turn = entry.turn
         payload = {
             "turn": to_payload(turn),
-            "memories": [
-                {"type": memory_type(m).value, "record": to_payload(m)} for m in entry.memories
-            ],
+            "memories": [memory_record(m) for m in entry.memories],
         }
         seq = self._log(conn, LogKind.TURN, turn.turn_id, payload)
         conn.execute(
@@ -386,42 +399,47 @@ class Journal:
 
     def patch_memory(self, memory: Memory, embedding: np.ndarray | None = None) -> int:
         """Replace a stored memory's record (and its vector, if given); return the log seq."""
-        record = to_payload(memory)
-        payload: dict[str, Any] = {"type": memory_type(memory).value, "record": record}
+        payload = memory_record(memory)
         if embedding is not None:
             payload["embedding"] = np.asarray(embedding, dtype=EMBEDDING_DTYPE).tolist()
         with self._write() as conn:
-            row = conn.execute(
-                "SELECT num FROM memories WHERE id = ? AND deleted = 0", (memory.id,)
-            ).fetchone()
-            if row is None:
-                raise JournalError(f"memory {memory.id!r} is not stored")
+            num = self._live_num(conn, memory.id)
             seq = self._log(conn, LogKind.MEMORY_PATCH, memory.id, payload)
             conn.execute(
                 "UPDATE memories SET payload = ?, embedding = COALESCE(?, embedding) WHERE num = ?",
                 (
-                    json.dumps(record),
+                    json.dumps(payload["record"]),
                     None if embedding is None else encode_embedding(embedding),
-                    row[0],
+                    num,
                 ),
             )
             conn.execute(
-                "UPDATE memory_fts SET text = ? WHERE rowid = ?", (index_text(memory), row[0])
+                "UPDATE memory_fts SET text = ? WHERE rowid = ?", (index_text(memory), num)
             )
         return seq
 
     def delete_memory(self, memory_id: str) -> int:
         """Mark a memory deleted (the log keeps the history); return the log seq."""
         with self._write() as conn:
-            row = conn.execute(
-                "SELECT num FROM memories WHERE id = ? AND deleted = 0", (memory_id,)
-            ).fetchone()
-            if row is None:
-                raise JournalError(f"memory {memory_id!r} is not stored")
+            num = self._live_num(conn, memory_id)
             seq = self._log(conn, LogKind.MEMORY_DELETE, memory_id, {"id": memory_id})
-            conn.execute("UPDATE memories SET deleted = 1 WHERE num = ?", (row[0],))
-            conn.execute("DELETE FROM memory_fts WHERE rowid = ?", (row[0],))
+            self._mark_deleted(conn, num)
         return seq
+
+    @staticmethod
+    def _live_num(conn: sqlite3.Connection, memory_id: str) -> int:
+        """The num of a live memory; JournalError if there is none."""
+        row = conn.execute(
+            "SELECT num FROM memories WHERE id = ? AND deleted = 0", (memory_id,)
+        ).fetchone()
+        if row is None:
+            raise JournalError(f"memory {memory_id!r} is not stored")
+        return int(row[0])
+
+    @staticmethod
+    def _mark_deleted(conn: sqlite3.Connection, num: int) -> None:
+        conn.execute("UPDATE memories SET deleted = 1 WHERE num = ?", (num,))
+        conn.execute("DELETE FROM memory_fts WHERE rowid = ?", (num,))
 
     def relabel_turn(self, relabel: Relabel) -> int:
         """Re-route a deferred turn under its LLM labels; return the ``turn_relabel`` seq.
@@ -434,25 +452,22 @@ class Journal:
         turn = relabel.turn
         with self._write() as conn:
             rows = conn.execute(
-                "SELECT id FROM memories WHERE turn_id = ? AND deleted = 0", (turn.turn_id,)
+                "SELECT id, num FROM memories WHERE turn_id = ? AND deleted = 0", (turn.turn_id,)
             ).fetchall()
             new_ids = {m.id for m in relabel.memories}
-            removed = sorted(r[0] for r in rows if r[0] not in new_ids)
+            removed = dict(sorted((r[0], r[1]) for r in rows if r[0] not in new_ids))
             payload = {
                 "turn": to_payload(turn),
-                "memories": [
-                    {"type": memory_type(m).value, "record": to_payload(m)}
-                    for m in relabel.memories
-                ],
-                "removed": removed,
+                "memories": [memory_record(m) for m in relabel.memories],
+                "removed": list(removed),
                 "source": relabel.source,
                 "holdout": relabel.holdout,
                 "after_round": relabel.after_round,
             }
             seq = self._log(conn, LogKind.TURN_RELABEL, turn.turn_id, payload)
             conn.execute("UPDATE turns SET relabel_seq = ? WHERE turn_id = ?", (seq, turn.turn_id))
-            for memory_id in removed:
-                self._mark_deleted(conn, memory_id)
+            for num in removed.values():
+                self._mark_deleted(conn, num)
             for memory in relabel.memories:
                 self._upsert_memory(conn, memory, turn)
             conn.execute(
@@ -470,15 +485,6 @@ class Journal:
             )
             self._set_queue(conn, turn.turn_id, QueueStatus.LABELLED, None, 0.0, None)
         return seq
-
-    @staticmethod
-    def _mark_deleted(conn: sqlite3.Connection, memory_id: str) -> None:
-        row = conn.execute(
-            "SELECT num FROM memories WHERE id = ? AND deleted = 0", (memory_id,)
-        ).fetchone()
-        if row is not None:
-            conn.execute("UPDATE memories SET deleted = 1 WHERE num = ?", (row[0],))
-            conn.execute("DELETE FROM memory_fts WHERE rowid = ?", (row[0],))
 
     def _upsert_memory(self, conn: sqlite3.Connection, memory: Memory, turn: Turn) -> None:
         row = conn.execute(
