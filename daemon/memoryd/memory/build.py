@@ -166,6 +166,7 @@ def _facts(turn: Turn, extraction: Extraction) -> list[Memory]:
                 confidence=c.confidence,
                 valid_from=turn.ts,
                 negated=c.negated,
+                sources=[turn.turn_id],
             )
         )
     return facts

@@ -48,6 +48,14 @@ class RoutedBy(StrEnum):
     LLM = "llm"
 
 
+class Origin(StrEnum):
+    """What made a memory: the hot-path extractors, an LLM abstraction operator, or the API."""
+
+    EXTRACTOR = "extractor"
+    LLM = "llm"
+    API = "api"
+
+
 class EntityType(StrEnum):
     PERSON = "person"
     PLACE = "place"
@@ -123,12 +131,17 @@ class Episode:
     speaker: str | None = None
     mentions: list[Mention] = field(default_factory=list)
     event_time: datetime | None = None
+    positive: int = 0
+    negative: int = 0
     header: Header = field(default_factory=Header)
 
 
 @dataclass
 class Fact:
-    """``(user) -[relation]-> (object)``; a fact is current while ``valid_to`` is None."""
+    """``(subject) -[relation]-> (object)``; a fact is current while ``valid_to`` is None.
+
+    ``sources`` are the turn ids that stated it (``turn_id`` first); ``superseded_by`` is the id
+    of the fact that closed it."""
 
     id: str
     turn_id: str
@@ -140,6 +153,9 @@ class Fact:
     valid_from: datetime | None = None
     valid_to: datetime | None = None
     negated: bool = False
+    sources: list[str] = field(default_factory=list)
+    superseded_by: str | None = None
+    origin: Origin = Origin.EXTRACTOR
     header: Header = field(default_factory=Header)
 
 
@@ -163,6 +179,9 @@ class Rule:
     nodes: list[RuleNode] = field(default_factory=list)
     tags: list[str] = field(default_factory=list)
     support: int = 1
+    positive: int = 0
+    negative: int = 0
+    origin: Origin = Origin.EXTRACTOR
     header: Header = field(default_factory=Header)
 
     @property
@@ -193,6 +212,7 @@ class Task:
     text: str
     due: datetime | None = None
     states: list[State] = field(default_factory=list)
+    origin: Origin = Origin.EXTRACTOR
     header: Header = field(default_factory=Header)
 
     @property
@@ -259,17 +279,20 @@ def memory_from_payload(kind: MemoryType, data: dict[str, Any]) -> Memory:
     if kind is MemoryType.SEMANTIC:
         d["object"] = _entity(d["object"])
         d["valid_from"], d["valid_to"] = _dt(d.get("valid_from")), _dt(d.get("valid_to"))
+        d["origin"] = Origin(d.get("origin", Origin.EXTRACTOR))
         return Fact(**d)
     if kind is MemoryType.PROCEDURAL:
         d["nodes"] = [
             RuleNode(**{**n, "kind": RuleNodeKind(n["kind"])}) for n in d.get("nodes", [])
         ]
+        d["origin"] = Origin(d.get("origin", Origin.EXTRACTOR))
         return Rule(**d)
     d["due"] = _dt(d.get("due"))
     d["states"] = [
         State(**{**s, "status": TaskStatus(s["status"]), "ts": _dt(s["ts"])})
         for s in d.get("states", [])
     ]
+    d["origin"] = Origin(d.get("origin", Origin.EXTRACTOR))
     return Task(**d)
 
 
