@@ -189,7 +189,7 @@ class TestGraphContract:
             "s1-e2": ["s1-e1"],
         }
 
-        store.upsert_memory(4, make_episode("s1-e1", turn, ts=at(30)))
+        store.upsert_memories(4, [make_episode("s1-e1", turn, ts=at(30))])
         assert store.session_neighbours(ids) == {
             "s1-e0": ["s1-e2"],
             "s1-e1": ["s1-e2"],
@@ -270,7 +270,7 @@ class TestGraphContract:
         node = RuleNode("n0", RuleNodeKind.ACTION, "step", 0)
         ingest(store, 1, make_turn("t1"), make_rule("r1", "t1", [node]))
         with pytest.raises(GraphError):
-            store.upsert_memory(2, make_rule("r2", "t1", [node]))
+            store.upsert_memories(2, [make_rule("r2", "t1", [node])])
         assert store.rule_tree("r2") == []
         assert store.applied_seq() == 1
 
@@ -287,7 +287,7 @@ class TestGraphContract:
         )
         assert store.open_tasks() == ["k-new", "k-open", "k-reopened"]
 
-        store.upsert_memory(2, make_task("k-open", "t1", TaskStatus.PENDING, TaskStatus.DONE))
+        store.upsert_memories(2, [make_task("k-open", "t1", TaskStatus.PENDING, TaskStatus.DONE)])
         assert store.open_tasks() == ["k-new", "k-reopened"]
         assert store.counts()["State"] == 6
 
@@ -296,8 +296,8 @@ class TestGraphContract:
         three = [RuleNode(f"n{i}", RuleNodeKind.ACTION, f"step {i}", i) for i in range(3)]
         ingest(store, 1, turn, make_rule("r1", "t1", three), make_fact("f1", "t1", "Ann"))
 
-        store.upsert_memory(2, make_rule("r1", "t1", three[:1]))
-        store.upsert_memory(3, make_fact("f1", "t1", "Bob"))
+        store.upsert_memories(2, [make_rule("r1", "t1", three[:1])])
+        store.upsert_memories(3, [make_fact("f1", "t1", "Bob")])
 
         assert store.rule_tree("r1") == three[:1]
         assert store.counts()["RuleNode"] == 1
@@ -335,7 +335,7 @@ class TestGraphContract:
     def test_applied_seq_is_monotone(self, store: GraphStore) -> None:
         turn = make_turn("t1")
         ingest(store, 5, turn)
-        store.upsert_memory(3, make_task("k1", "t1"))
+        store.upsert_memories(3, [make_task("k1", "t1")])
         assert store.applied_seq() == 5
         store.delete_memory(7, "k1")
         assert store.applied_seq() == 7
@@ -399,7 +399,7 @@ class TestGraphContract:
         turn = make_turn("t1")
         calls = [
             lambda: store.apply_turn(1, turn, []),
-            lambda: store.upsert_memory(1, make_task("k", "t1")),
+            lambda: store.upsert_memories(1, [make_task("k", "t1")]),
             lambda: store.delete_memory(1, "k"),
             store.clear,
             store.applied_seq,
@@ -453,7 +453,7 @@ def test_small_buffer_pool_keeps_accepting_writes(tmp_path: Path) -> None:
             fact = Fact(f"f{i}", turn.turn_id, "knows", picks[0], f"I know {picks[0].name}")
             store.apply_turn(i + 1, turn, [episode, fact, make_task(f"k{i}", f"t{i}")])
             if i % 10 == 0:
-                store.upsert_memory(i + 1, make_task(f"k{i}", f"t{i}", TaskStatus.DONE))
+                store.upsert_memories(i + 1, [make_task(f"k{i}", f"t{i}", TaskStatus.DONE)])
         assert store.applied_seq() == 1300
 
 

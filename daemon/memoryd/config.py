@@ -182,7 +182,7 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "llm.max_tokens",
-        64,
+        256,
         "Most tokens one LLM answer may have (answers are short JSON objects).",
         check=_positive,
         rule="must be > 0",
@@ -206,6 +206,51 @@ SETTINGS: tuple[Setting, ...] = (
         "llm.idle_release",
         300.0,
         "Seconds without a call after which the llamacpp model is unloaded to free memory.",
+        check=_positive,
+        rule="must be > 0",
+    ),
+    Setting(
+        "memory.entity_threshold",
+        0.90,
+        "Cosine at which a new entity name that looks like a known one (a shared word or prefix) "
+        "is taken to be it (MiniLM: 'knee injury'/'injured knee' 0.935, 'New York City'/'York' "
+        "0.889).",
+        check=lambda v: 0 < v <= 1,
+        rule="must be in (0, 1]",
+    ),
+    Setting(
+        "memory.expire_after",
+        12 * 3600.0,
+        "Seconds after its due time that a still-pending task expires.",
+        check=lambda v: v >= 0,
+        rule="must be >= 0",
+    ),
+    Setting(
+        "memory.recent_hours",
+        24.0,
+        "Tasks done or cancelled this many hours before a query still show with the open ones "
+        "('took aspirin this morning' bears on tonight's plan).",
+        check=lambda v: v >= 0,
+        rule="must be >= 0",
+    ),
+    Setting(
+        "memory.maintenance_interval",
+        60.0,
+        "Seconds between runs of the job that expires overdue tasks.",
+        check=_positive,
+        rule="must be > 0",
+    ),
+    Setting(
+        "memory.abstract_interval",
+        300.0,
+        "Seconds between runs of the LLM abstraction job (facts and rules from new episodes).",
+        check=_positive,
+        rule="must be > 0",
+    ),
+    Setting(
+        "memory.abstract_batch",
+        8,
+        "Episodes per LLM abstraction call (a small model's context is short).",
         check=_positive,
         rule="must be > 0",
     ),
@@ -330,6 +375,12 @@ class Config:
     llm_threads: int
     llm_context: int
     llm_idle_release: float
+    memory_entity_threshold: float
+    memory_expire_after: float
+    memory_recent_hours: float
+    memory_maintenance_interval: float
+    memory_abstract_interval: float
+    memory_abstract_batch: int
     graph_engine: str
     graph_max_db_size: int
     graph_buffer_pool_size: int

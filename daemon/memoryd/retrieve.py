@@ -20,7 +20,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -33,6 +33,7 @@ from memoryd.memory.models import (
     MemoryType,
     Rule,
     Task,
+    TaskStatus,
     to_payload,
 )
 from memoryd.store.graph import GraphStore
@@ -44,6 +45,7 @@ log = logging.getLogger(__name__)
 
 EXPANSION_SCORE = 0.0
 MAX_OPEN_TASKS = 5
+MAX_RECENT_STATES = 5
 MAX_RULES = 3
 MAX_FACTS = 10
 
@@ -66,6 +68,7 @@ class RetrievalConfig:
     session_weight: float = 1.0
     candidates: int = 100
     expand: bool = True
+    recent_hours: float = 24.0
 
 
 @dataclass(frozen=True)
@@ -77,6 +80,7 @@ class QueryParams:
     until: datetime | None = None
     session_id: str | None = None
     now: datetime | None = None
+    history: bool = False
 
 
 @dataclass
@@ -144,13 +148,25 @@ def retrieve(
     With an ``executor`` the typed expansions run in parallel (each on its own graph reader).
     """
     fused, why, candidates = _fuse(stores, vector, params, config)
-    top = sorted(fused, key=fused.__getitem__, reverse=True)[: params.k]
-    stored = stores.journal.memories_by_num(top)
-    items = [_item(stored[n], fused[n], why[n]) for n in top if n in stored]
-    result = QueryResult(items=items, candidates=candidates)
+    ranked = sorted(fused, key=fused.__getitem__, reverse=True)
+    items: list[Item] = []
+    while ranked and len(items) < params.k:
+        batch, ranked = ranked[: params.k * 2], ranked[params.k * 2 :]
+        stored = stores.journal.memories_by_num(batch)
+        items += [
+            _item(stored[n], fused[n], why[n])
+            for n in batch
+            if n in stored and (params.history or not _superseded(stored[n].memory))
+        ]
+    result = QueryResult(items=items[: params.k], candidates=candidates)
     if config.expand:
-        _expand(stores, vector, params, result, executor)
+        _expand(stores, vector, params, config, result, executor)
     return result
+
+
+def _superseded(memory: Memory) -> bool:
+    """A fact whose validity a later one closed: history, not an answer (unless asked)."""
+    return isinstance(memory, Fact) and memory.valid_to is not None
 
 
 def _fuse(
@@ -238,6 +254,7 @@ def _expand(
     stores: Stores,
     vector: np.ndarray,
     params: QueryParams,
+    config: RetrievalConfig,
     result: QueryResult,
     executor: Executor | None,
 ) -> None:
@@ -249,7 +266,9 @@ def _expand(
     if MemoryType.PROCEDURAL in params.types:
         jobs.append(lambda: _matching_rules(stores, params.query))
     if MemoryType.WORKING in params.types:
-        jobs.append(lambda: _open_tasks(stores, vector, params.now))
+        now = params.now or datetime.now(UTC)
+        recent = timedelta(hours=config.recent_hours)
+        jobs.append(lambda: _working_states(stores, vector, now, recent))
     if executor is None:
         found = [job() for job in jobs]
     else:
@@ -309,24 +328,39 @@ def _matching_rules(stores: Stores, query: str) -> list[tuple[str, str]]:
     return [(rule_id, why) for _, rule_id, why in scored[:MAX_RULES]]
 
 
-def _open_tasks(stores: Stores, vector: np.ndarray, now: datetime | None) -> list[tuple[str, str]]:
-    task_ids = stores.graph.open_tasks()
-    if not task_ids:
-        return []
-    stored = stores.journal.memories_by_id(task_ids)
-    vectors = stores.journal.memory_embeddings([s.num for s in stored.values()])
-    ranked = sorted(
-        stored.values(),
-        key=lambda s: -float(np.dot(vectors[s.num], vector)) if s.num in vectors else 0.0,
-    )
+def _working_states(
+    stores: Stores, vector: np.ndarray, now: datetime, recent: timedelta
+) -> list[tuple[str, str]]:
+    """The open tasks, and the tasks finished within ``recent`` of ``now``: the states that bear
+    on what the user asks whether or not the query names them. Each group is capped, the most
+    query-like first."""
+    open_tasks = stores.journal.tasks([TaskStatus.PENDING])
+    finished = [
+        s
+        for s in stores.journal.tasks([TaskStatus.DONE, TaskStatus.CANCELLED])
+        if isinstance(s.memory, Task) and now - recent <= s.memory.states[-1].ts <= now
+    ]
     out = []
-    for s in ranked[:MAX_OPEN_TASKS]:
+    for s in _most_similar(stores, vector, open_tasks, MAX_OPEN_TASKS):
         task = s.memory
-        overdue = (
-            isinstance(task, Task) and task.due is not None and now is not None and task.due < now
-        )
+        overdue = isinstance(task, Task) and task.due is not None and task.due < now
         out.append((task.id, "open task (overdue)" if overdue else "open task"))
+    for s in _most_similar(stores, vector, finished, MAX_RECENT_STATES):
+        task = s.memory
+        if isinstance(task, Task):
+            when = task.states[-1].ts.strftime("%Y-%m-%d %H:%M")
+            out.append((task.id, f"{task.status.value} at {when}, within {recent} of now"))
     return out
+
+
+def _most_similar(
+    stores: Stores, vector: np.ndarray, stored: list[StoredMemory], limit: int
+) -> list[StoredMemory]:
+    vectors = stores.journal.memory_embeddings([s.num for s in stored])
+    return sorted(
+        stored,
+        key=lambda s: -float(np.dot(vectors[s.num], vector)) if s.num in vectors else 0.0,
+    )[:limit]
 
 
 # -- rendering -------------------------------------------------------------------------------
@@ -354,7 +388,10 @@ def render_line(item: Item) -> str:
         return f"if {conditions} then {'; '.join(memory.actions) or memory.text}"
     if isinstance(memory, Task):
         due = f" (due {memory.due.strftime('%Y-%m-%d %H:%M')})" if memory.due else ""
-        return f"[{memory.status.value}] {memory.title}{due}"
+        if memory.status is TaskStatus.PENDING or not memory.states:
+            return f"[{memory.status.value}] {memory.title}{due}"
+        when = memory.states[-1].ts.strftime("%Y-%m-%d %H:%M")
+        return f"[{memory.status.value} {when}] {memory.title}{due}"
     return memory.text
 
 

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -49,13 +49,18 @@ from memoryd.errors import (
 )
 from memoryd.llm import LLM, make_llm
 from memoryd.memory.build import build_memories
+from memoryd.memory.changes import api_task, expired, reopen_fact, transition, with_feedback
+from memoryd.memory.consolidate import consolidate_entries
 from memoryd.memory.extract import extract
 from memoryd.memory.models import (
+    Fact,
     Label,
     Memory,
     MemoryType,
     Role,
     RoutedBy,
+    Task,
+    TaskStatus,
     Turn,
     memory_type,
     to_payload,
@@ -66,10 +71,15 @@ from memoryd.router.enhance import LoopSettings, SelfEnhancingRouter
 from memoryd.router.trainer import in_pool_holdout
 from memoryd.store.journal import (
     LogKind,
+    MemoryChange,
+    NewMemory,
     Relabel,
+    StoredMemory,
     TurnEntry,
+    change_of_payload,
     memory_of_record,
     turn_of_payload,
+    updates_of_payload,
 )
 from memoryd.workspace import Workspace
 
@@ -83,6 +93,7 @@ EXPORT_VERSION = 1
 ROUTER_HEAD_FILE = "router_head.npz"
 EXPANSION_THREADS = 4  # one per typed expansion of a query
 LABEL_BATCH = 16  # deferred turns labelled per user per run of the labelling job
+API_SESSION = "api"  # the session of memories made through the API rather than from a turn
 LABEL_OUTCOMES = ("labelled", "retried", "failed", "rounds")  # what the labelling reports
 
 
@@ -159,6 +170,7 @@ class MemoryService:
             dense_weight=config.retrieval_dense_weight,
             session_weight=config.retrieval_session_weight,
             candidates=config.retrieval_candidates,
+            recent_hours=config.memory_recent_hours,
         )
         self.users_dir = config.data_dir / USERS_DIR
         self.users_dir.mkdir(parents=True, exist_ok=True)
@@ -197,7 +209,9 @@ class MemoryService:
             with self._lock:
                 ws = self._workspaces.get(user_id)
             if ws is None:
-                ws = Workspace(user_id, directory, self.config, self.encoder.dim)
+                ws = Workspace(
+                    user_id, directory, self.config, self.encoder.dim, self.encoder.embed
+                )
                 log.info("opened user %s", user_id)
             with self._lock:
                 self._workspaces[user_id] = ws
@@ -303,13 +317,16 @@ class MemoryService:
     def _commit(
         ws: Workspace, entries: list[TurnEntry]
     ) -> tuple[set[str], dict[str, dict[str, Any]]]:
-        """On the writer: skip ids journaled since the caller looked, commit the rest.
+        """On the writer: skip ids journaled since the caller looked, consolidate the rest
+        against the stored memories (canonical entities, superseded facts, completed tasks)
+        and commit them.
 
         Returns the committed ids and the reply of every entry (stored first replies for the
         skipped ones)."""
         stored = ws.journal.replies([e.turn.turn_id for e in entries])
         fresh = [e for e in entries if e.turn.turn_id not in stored]
         if fresh:
+            fresh = consolidate_entries(fresh, ws.journal, ws.entities)
             ws.commit_turns(fresh)
         return {e.turn.turn_id for e in fresh}, stored | {e.turn.turn_id: e.reply for e in fresh}
 
@@ -402,6 +419,130 @@ class MemoryService:
 
             ws.writer.call(write)
         return {"id": memory_id, "deleted": True}
+
+    # -- semantic facts, tasks, feedback ----------------------------------------------------
+
+    def list_facts(
+        self, user_id: str, subject: str | None = None, history: bool = False
+    ) -> dict[str, Any]:
+        """The user's current facts (with ``history``, the superseded ones too), oldest first."""
+        with self._workspace(user_id) as ws:
+            stored = ws.journal.facts(subject, history)
+        return {"facts": [_fact_dict(s) for s in stored]}
+
+    def undo_supersession(self, user_id: str, fact_id: str) -> dict[str, Any]:
+        """Make a superseded fact current again; the fact that closed it stays current too."""
+        with self._workspace(user_id) as ws:
+
+            def write() -> tuple[Memory, str | None]:
+                stored = self._stored(ws, user_id, fact_id)
+                superseded_by = getattr(stored.memory, "superseded_by", None)
+                fact = reopen_fact(stored.memory)
+                ws.change(MemoryChange("undo_supersession", fact_id, updates=[fact]))
+                return fact, superseded_by
+
+            fact, superseded_by = ws.writer.call(write)
+        log.info("user %s: undid the supersession of %s by %s", user_id, fact_id, superseded_by)
+        return {**_memory_dict(fact, MemoryType.SEMANTIC), "was_superseded_by": superseded_by}
+
+    def create_task(
+        self,
+        user_id: str,
+        title: str,
+        due: datetime | None = None,
+        task_id: str | None = None,
+        now: datetime | None = None,
+    ) -> dict[str, Any]:
+        """A pending task made through the API (idempotent on ``task_id``)."""
+        if not title.strip():
+            raise InvalidInputError("title is empty")
+        now = now or _now()
+        task_id = task_id or "task_" + hashlib.sha256(os.urandom(16)).hexdigest()[:16]
+        vector = self.encoder.embed(title)
+        task = api_task(task_id, title.strip(), due, now, "created via the API")
+        with self._workspace(user_id, create=True) as ws:
+
+            def write() -> Memory:
+                stored = ws.journal.memory(task_id)
+                if stored is not None:
+                    return stored.memory
+                new = NewMemory(task, API_SESSION, now, vector)
+                ws.change(MemoryChange("task_created", task_id, created=[new]))
+                return task
+
+            task_now = ws.writer.call(write)
+        return _memory_dict(task_now, MemoryType.WORKING)
+
+    def update_task(
+        self,
+        user_id: str,
+        task_id: str,
+        status: TaskStatus,
+        note: str = "",
+        now: datetime | None = None,
+    ) -> dict[str, Any]:
+        """Move a task to ``status`` (see :func:`memoryd.memory.changes.transition`)."""
+        now = now or _now()
+        with self._workspace(user_id) as ws:
+
+            def write() -> Memory:
+                stored = self._stored(ws, user_id, task_id)
+                if not isinstance(stored.memory, Task):
+                    raise InvalidInputError(f"{task_id} is {stored.type.value}, not a task")
+                task = transition(stored.memory, status, now, note or "set via the API")
+                ws.change(MemoryChange(f"task_{status.value}", task_id, updates=[task]))
+                return task
+
+            task = ws.writer.call(write)
+        return _memory_dict(task, MemoryType.WORKING)
+
+    def list_tasks(self, user_id: str, statuses: Sequence[TaskStatus]) -> dict[str, Any]:
+        with self._workspace(user_id) as ws:
+            stored = ws.journal.tasks(statuses or tuple(TaskStatus))
+        return {"tasks": [_memory_dict(s.memory, s.type) for s in stored]}
+
+    def feedback(self, user_id: str, memory_id: str, positive: bool) -> dict[str, Any]:
+        """Count a vote on a rule or an episode (positive episodes feed A_proc)."""
+        with self._workspace(user_id) as ws:
+
+            def write() -> Memory:
+                stored = self._stored(ws, user_id, memory_id)
+                memory = with_feedback(stored.memory, positive)
+                reason = "feedback_positive" if positive else "feedback_negative"
+                ws.change(MemoryChange(reason, memory_id, updates=[memory]))
+                return memory
+
+            memory = ws.writer.call(write)
+        return _memory_dict(memory, memory_type(memory))
+
+    def expire_tasks(self, now: datetime | None = None) -> int:
+        """Expire the overdue pending tasks of every open user (the maintenance job)."""
+        now = now or _now()
+        after = timedelta(seconds=self.config.memory_expire_after)
+        with self._lock:
+            users = list(self._workspaces)
+        total = 0
+        for user_id in users:
+            with self._workspace(user_id) as ws:
+
+                def write(ws: Workspace = ws) -> int:
+                    tasks = expired(ws.journal.open_tasks(), now, after)
+                    if tasks:
+                        ws.change(MemoryChange("expiry", ws.user_id, updates=tasks))
+                    return len(tasks)
+
+                count = ws.writer.call(write)
+            if count:
+                log.info("user %s: expired %d overdue task(s)", user_id, count)
+            total += count
+        return total
+
+    @staticmethod
+    def _stored(ws: Workspace, user_id: str, memory_id: str) -> StoredMemory:
+        stored = ws.journal.memory(memory_id)
+        if stored is None:
+            raise MemoryNotFoundError(user_id, memory_id)
+        return stored
 
     # -- the self-enhancing router ----------------------------------------------------------
 
@@ -653,13 +794,23 @@ def _import_record(ws: Workspace, record: dict[str, Any]) -> None:
     if kind is LogKind.TURN:
         turn, memories = turn_of_payload(payload)
         embedding = np.frombuffer(base64.b64decode(record["embedding"]), dtype=np.float32).copy()
-        ws.commit_turns([TurnEntry(turn, embedding, memories, record.get("reply", {}))])
+        entry = TurnEntry(
+            turn,
+            embedding,
+            memories,
+            record.get("reply", {}),
+            updates=updates_of_payload(payload),
+            aliases=payload.get("aliases", {}),
+        )
+        ws.commit_turns([entry])
     elif kind is LogKind.TURN_RELABEL:
         turn, memories = turn_of_payload(payload)
         relabel = Relabel(
             turn, memories, payload["source"], payload["holdout"], payload["after_round"]
         )
         ws.relabel(relabel)
+    elif kind is LogKind.MEMORY_CHANGE:
+        ws.change(change_of_payload(record["ref"], payload))
     elif kind is LogKind.MEMORY_PATCH:
         vec = payload.get("embedding")
         ws.patch_memory(
@@ -681,6 +832,12 @@ def _turn_dict(turn: Turn) -> dict[str, Any]:
 
 def _memory_dict(memory: Memory, mtype: MemoryType) -> dict[str, Any]:
     return {"id": memory.id, "type": mtype.value, "text": memory.text, "record": to_payload(memory)}
+
+
+def _fact_dict(stored: StoredMemory) -> dict[str, Any]:
+    fact = stored.memory
+    current = isinstance(fact, Fact) and fact.valid_to is None
+    return {**_memory_dict(fact, stored.type), "current": current, "session_id": stored.session_id}
 
 
 def _lock_data_dir(data_dir: Path) -> int:

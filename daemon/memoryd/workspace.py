@@ -13,12 +13,14 @@ import logging
 import shutil
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
 
 from memoryd.config import Config
 from memoryd.errors import MemorydError
+from memoryd.memory.entities import EntityResolver
 from memoryd.memory.models import (
     Memory,
     MemoryType,
@@ -30,10 +32,13 @@ from memoryd.store.journal import (
     Journal,
     LogEntry,
     LogKind,
+    MemoryChange,
     Relabel,
     TurnEntry,
+    change_of_payload,
     memory_of_record,
     turn_of_payload,
+    updates_of_payload,
 )
 from memoryd.store.vectors import VectorStore
 from memoryd.writer import SerialWriter
@@ -49,12 +54,21 @@ class Workspace:
     """The journal, graph, vectors and writer of one user, opened together.
 
     Parameters: ``user_id`` (already validated), ``directory`` (``<data_dir>/users/<user_id>``),
-    ``config`` (graph engine and sizes, vector parameters), ``dim`` (embedding size).
-    Opening replays whatever the projections have not applied yet.
+    ``config`` (graph engine and sizes, vector parameters), ``dim`` (embedding size), ``embed``
+    (the encoder, for entity canonicalisation). Opening replays whatever the projections have
+    not applied yet.
     """
 
-    def __init__(self, user_id: str, directory: Path, config: Config, dim: int) -> None:
+    def __init__(
+        self,
+        user_id: str,
+        directory: Path,
+        config: Config,
+        dim: int,
+        embed: Callable[[str], np.ndarray],
+    ) -> None:
         self.user_id = user_id
+        self._embed = embed
         self.directory = directory
         self.config = config
         directory.mkdir(parents=True, exist_ok=True)
@@ -85,6 +99,15 @@ class Workspace:
             ef_search=self.config.vectors_ef_search,
         )
 
+    @cached_property
+    def entities(self) -> EntityResolver:
+        """The user's entity registry, loaded on first use (writer thread only)."""
+        return EntityResolver(
+            self.journal.known_entities(),
+            self._embed,
+            threshold=self.config.memory_entity_threshold,
+        )
+
     # -- writes (run on the writer thread) ---------------------------------------------------
 
     def commit_turns(self, entries: Sequence[TurnEntry]) -> list[int]:
@@ -92,7 +115,7 @@ class Workspace:
         seqs = self.journal.append_turns(entries)
         for seq, entry in zip(seqs, entries, strict=True):
             if self._graph_seq == seq - 1:
-                self._project_graph_turn(seq, entry.turn, entry.memories)
+                self._project_graph_turn(seq, entry.turn, [*entry.memories, *entry.updates])
             if self.vectors.applied_seq == seq - 1:
                 self._project_vectors_turn(seq, entry.memories, entry.embedding)
         self.catch_up()
@@ -105,6 +128,12 @@ class Workspace:
 
     def delete_memory(self, memory_id: str) -> int:
         seq = self.journal.delete_memory(memory_id)
+        self.catch_up()
+        return seq
+
+    def change(self, change: MemoryChange) -> int:
+        """Journal memories created or changed outside a turn, then project them."""
+        seq = self.journal.change_memories(change)
         self.catch_up()
         return seq
 
@@ -134,7 +163,14 @@ class Workspace:
     def _apply_graph(self, entry: LogEntry) -> bool:
         if entry.kind is LogKind.TURN:
             turn, memories = turn_of_payload(entry.payload)
-            return self._project_graph_turn(entry.seq, turn, memories)
+            updates = updates_of_payload(entry.payload)
+            return self._project_graph_turn(entry.seq, turn, [*memories, *updates])
+        if entry.kind is LogKind.MEMORY_CHANGE:
+            change = change_of_payload(entry.ref, entry.payload)
+            records = [n.memory for n in change.created] + change.updates
+            return self._graph_write(
+                entry.seq, lambda: self.graph.upsert_memories(entry.seq, records)
+            )
         if entry.kind is LogKind.TURN_RELABEL:
             turn, memories = turn_of_payload(entry.payload)
             removed = entry.payload["removed"]
@@ -143,7 +179,9 @@ class Workspace:
             )
         if entry.kind is LogKind.MEMORY_PATCH:
             memory = memory_of_record(entry.payload)
-            return self._graph_write(entry.seq, lambda: self.graph.upsert_memory(entry.seq, memory))
+            return self._graph_write(
+                entry.seq, lambda: self.graph.upsert_memories(entry.seq, [memory])
+            )
         return self._graph_write(entry.seq, lambda: self.graph.delete_memory(entry.seq, entry.ref))
 
     def _project_graph_turn(self, seq: int, turn: Turn, memories: list[Memory]) -> bool:
@@ -188,6 +226,9 @@ class Workspace:
         if entry.kind is LogKind.TURN_RELABEL:
             self._project_vectors_relabel(entry)
             return
+        if entry.kind is LogKind.MEMORY_CHANGE:
+            self._project_vectors_change(entry)
+            return
         num = self.journal.nums([entry.ref]).get(entry.ref)
         if num is None:
             self.vectors.mark_applied(entry.seq)
@@ -226,6 +267,18 @@ class Workspace:
         for memory in memories:
             num = nums[memory.id]
             self.vectors.add(entry.seq, memory_type(memory), [num], vectors[num][None, :])
+        self.vectors.mark_applied(entry.seq)
+        self._maybe_save(1)
+
+    def _project_vectors_change(self, entry: LogEntry) -> None:
+        """Index the memories a change created, each with its own or its turn's vector."""
+        created = change_of_payload(entry.ref, entry.payload).created
+        nums = self.journal.nums([n.memory.id for n in created])
+        vectors = self.journal.memory_embeddings(list(nums.values()))
+        for new in created:
+            num = nums[new.memory.id]
+            if num in vectors:
+                self.vectors.add(entry.seq, memory_type(new.memory), [num], vectors[num][None, :])
         self.vectors.mark_applied(entry.seq)
         self._maybe_save(1)
 

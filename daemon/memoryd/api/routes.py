@@ -10,8 +10,16 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.concurrency import run_in_threadpool
 
 from memoryd.api.middleware import Metrics
-from memoryd.api.schemas import IngestReply, IngestRequest, MemoryPatchIn, QueryRequest
-from memoryd.memory.models import MemoryType
+from memoryd.api.schemas import (
+    FeedbackIn,
+    IngestReply,
+    IngestRequest,
+    MemoryPatchIn,
+    QueryRequest,
+    TaskIn,
+    TaskPatchIn,
+)
+from memoryd.memory.models import MemoryType, TaskStatus
 from memoryd.retrieve import QueryResult, render_context
 from memoryd.service import MemoryService, check_user_id
 
@@ -106,6 +114,46 @@ def v1_router() -> APIRouter:
     @router.delete("/users/{user_id}/memories/{memory_id}")
     async def delete_memory(user_id: UserId, memory_id: str, service: Service):
         return await run_blocking(service.delete_memory, user_id, memory_id)
+
+    @router.post("/users/{user_id}/memories/{memory_id}/feedback")
+    async def feedback(user_id: UserId, memory_id: str, body: FeedbackIn, service: Service):
+        """Vote on a rule or an episode; positive episodes feed the rule abstraction (A_proc)."""
+        positive = body.value == "positive"
+        return await run_blocking(service.feedback, user_id, memory_id, positive)
+
+    @router.get("/users/{user_id}/facts")
+    async def list_facts(
+        user_id: UserId,
+        service: Service,
+        subject: Annotated[str | None, Query(min_length=1, max_length=128)] = None,
+        history: bool = False,
+    ):
+        """Current facts; with ``history=true`` also the superseded ones (``current: false``)."""
+        return await run_blocking(service.list_facts, user_id, subject, history)
+
+    @router.post("/users/{user_id}/facts/{fact_id}/undo")
+    async def undo_supersession(user_id: UserId, fact_id: str, service: Service):
+        """Make a superseded fact current again (409 if it was not superseded)."""
+        return await run_blocking(service.undo_supersession, user_id, fact_id)
+
+    @router.get("/users/{user_id}/tasks")
+    async def list_tasks(
+        user_id: UserId,
+        service: Service,
+        status: Annotated[list[TaskStatus] | None, Query()] = None,
+    ):
+        """Tasks by current status (all by default), with their state trajectories."""
+        statuses = tuple(status) if status else tuple(TaskStatus)
+        return await run_blocking(service.list_tasks, user_id, statuses)
+
+    @router.post("/users/{user_id}/tasks", status_code=201)
+    async def create_task(user_id: UserId, body: TaskIn, service: Service):
+        return await run_blocking(service.create_task, user_id, body.title, body.due, body.task_id)
+
+    @router.patch("/users/{user_id}/tasks/{task_id}")
+    async def update_task(user_id: UserId, task_id: str, body: TaskPatchIn, service: Service):
+        """Move a task along its trajectory (pending → done/cancelled/expired, or reopen)."""
+        return await run_blocking(service.update_task, user_id, task_id, body.status, body.note)
 
     @router.get("/users/{user_id}")
     async def get_user(user_id: UserId, service: Service):

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from memoryd.memory.models import MemoryType, Role
+from memoryd.memory.models import MemoryType, Role, TaskStatus
 from memoryd.retrieve import QueryParams
 from memoryd.service import MemoryPatch, NewTurn
 
@@ -65,6 +65,7 @@ class QueryRequest(Strict):
     until: datetime | None = None
     session_id: str | None = Field(None, min_length=1, max_length=128)
     now: datetime | None = Field(None, description="reference time for relative dates and recency")
+    history: bool = Field(False, description="also rank facts that later facts superseded")
 
     @field_validator("since", "until", "now")
     @classmethod
@@ -86,6 +87,7 @@ class QueryRequest(Strict):
             until=self.until,
             session_id=self.session_id,
             now=self.now,
+            history=self.history,
         )
 
 
@@ -103,12 +105,39 @@ class MemoryPatchIn(Strict):
         return MemoryPatch(text=self.text, importance=self.importance)
 
 
+class TaskIn(Strict):
+    title: str = Field(min_length=1, max_length=1024)
+    due: datetime | None = Field(None, description="ISO-8601; naive means UTC")
+    task_id: str | None = Field(
+        None,
+        min_length=1,
+        max_length=128,
+        pattern=r"^[^\x00-\x1f]+$",
+        description="idempotency key",
+    )
+
+    @field_validator("due")
+    @classmethod
+    def _due_utc(cls, value: datetime | None) -> datetime | None:
+        return _utc(value)
+
+
+class TaskPatchIn(Strict):
+    status: TaskStatus
+    note: str = Field("", max_length=1024)
+
+
+class FeedbackIn(Strict):
+    value: Literal["positive", "negative"]
+
+
 class TurnReply(BaseModel):
     turn_id: str
     labels: list[str]
     confidence: float
     routed_by: str
     memories: list[dict[str, str]]
+    effects: list[dict[str, str]] = []
     duplicate: bool
 
 

@@ -12,7 +12,11 @@ The router's labels pick the record types; the extraction fills them::
   :class:`Rule` per rule candidate; ``working`` one :class:`Task` per to-do and one per reported
   completion (already done; matching it to an open task is the working-memory store's job);
 - a label whose extractor found nothing still yields an Episode, so every kept turn has at least
-  one searchable record, and no turn has more than one Episode.
+  one searchable record, and no turn has more than one Episode;
+- strong extractor evidence adds its label to the router's (:func:`evidence_labels`): a health
+  fact (allergy, condition, injury, medication) is kept as semantic and a reported health
+  action ("I took aspirin") as working, whatever the classifier said, because forgetting either can
+  hurt the user and both patterns are precise. The turn's journaled labels stay the router's.
 
 A fact's subject is the turn's speaker when the client names one (two-person logs such as
 LoCoMo), else "user"; a candidate's qualifier joins its relation ("relationship:sister",
@@ -47,7 +51,7 @@ from memoryd.memory.models import (
     memory_type,
 )
 
-__all__ = ["build_memories", "importance", "memory_id"]
+__all__ = ["build_memories", "evidence_labels", "importance", "memory_id"]
 
 # importance() = base by type + bonuses − penalty, clamped to [1, 10]. Standing knowledge (facts,
 # rules) outranks a passing event; health and safety weigh most because forgetting them can hurt
@@ -65,6 +69,8 @@ SHORT_PENALTY = 1.5  # fewer than SHORT_WORDS words: little to remember
 SHORT_WORDS = 5
 IMPORTANCE_RANGE = (1.0, 10.0)
 
+EVIDENCE_RELATIONS = frozenset({"allergic_to", "has_condition", "takes_medication"})
+
 _FIRST_PERSON = re.compile(r"(?<![\w'])(?:I|I'm|I've|my|me|mine)(?![\w'])", re.IGNORECASE)
 _ROLE_RANK = {"subject": 0, "object": 1, "mention": 2}
 
@@ -75,9 +81,22 @@ def memory_id(prefix: str, turn_id: str, kind: str, index: int | str) -> str:
     return f"{prefix}_{digest[:16]}"
 
 
+def evidence_labels(turn: Turn, extraction: Extraction) -> set[Label]:
+    """Labels the extraction proves on its own (see the module docstring)."""
+    labels = set()
+    if turn.role is not Role.ASSISTANT and any(
+        f.relation in EVIDENCE_RELATIONS for f in extraction.facts
+    ):
+        labels.add(Label.SEMANTIC)
+    if any(is_health_related(c.action) for c in extraction.completions):
+        labels.add(Label.WORKING)
+    return labels
+
+
 def build_memories(turn: Turn, extraction: Extraction) -> list[Memory]:
     """The typed records for one turn, Episode first; each carries its importance header."""
-    labels = set(turn.labels) - {Label.FRAGMENTED}
+    evidence = evidence_labels(turn, extraction)
+    labels = (set(turn.labels) | evidence) - {Label.FRAGMENTED}
     if not labels and Label.FRAGMENTED in turn.labels:
         return []
     by_label: dict[Label, list[Memory]] = {

@@ -365,7 +365,7 @@ class GraphStore:
     def apply_turn(self, seq: int, turn: Turn, memories: Sequence[Memory]) -> None:
         """Project one journaled turn and the memories derived from it, atomically.
 
-        One transaction MERGEs the Turn, writes each memory as :meth:`upsert_memory` does and sets
+        One transaction MERGEs the Turn, writes each memory as :meth:`upsert_memories` does and sets
         ``applied_seq`` to ``max(applied_seq, seq)``. On error :class:`GraphError` is raised and
         the transaction is rolled back, except when the engine fails inside COMMIT (for example in
         the checkpoint a commit triggers): then it may have been kept. Applying the same turn again
@@ -376,15 +376,15 @@ class GraphStore:
             self._write_memories(conn, memories)
             self._advance_seq(conn, seq)
 
-    def upsert_memory(self, seq: int, memory: Memory) -> None:
-        """Create or replace one memory: its properties, edges and private nodes (rule nodes,
-        task states) become exactly what ``memory`` holds. Atomic; advances ``applied_seq``.
+    def upsert_memories(self, seq: int, memories: Sequence[Memory]) -> None:
+        """Create or replace memories: each one's properties, edges and private nodes (rule
+        nodes, task states) become exactly what it holds. Atomic; advances ``applied_seq``.
 
         Rule-node and state ids must be unique across the user's memories: one already owned by
         another memory fails the write with :class:`GraphError`.
         """
         with self._transaction() as conn:
-            self._write_memories(conn, [memory])
+            self._write_memories(conn, memories)
             self._advance_seq(conn, seq)
 
     def delete_memory(self, seq: int, memory_id: str) -> None:
@@ -401,7 +401,7 @@ class GraphStore:
         self, seq: int, turn: Turn, memories: Sequence[Memory], removed: Sequence[str]
     ) -> None:
         """Re-route a turn in one transaction: set its labels and ``routed_by``, delete the
-        memories in ``removed`` and write ``memories`` as :meth:`upsert_memory` does. The Turn
+        memories in ``removed`` and write ``memories`` as :meth:`upsert_memories` does. The Turn
         keeps the seq it was ingested at. Atomic, idempotent; advances ``applied_seq``."""
         with self._transaction() as conn:
             self._execute(

@@ -7,12 +7,19 @@ transaction as the rows it indexes.
 
 Tables
 - ``log(seq, kind, ref, payload)``: the append-only stream. ``kind`` is one of :class:`LogKind`.
-  A ``turn`` entry holds the turn and its derived memories; ``memory_patch`` the new record;
-  ``memory_delete`` the id.
+  A ``turn`` entry holds the turn, its derived memories and the stored memories it changed
+  (``updates``: a closed fact, a completed task); ``memory_patch`` the new record;
+  ``memory_delete`` the id; ``memory_change`` memories created and changed by something other
+  than a turn (the task API, feedback, expiry, an undo, an abstraction pass), with its reason.
 - ``turns``: one row per turn id with its embedding and the first reply (idempotent retries).
 - ``memories``: the current state of each memory (derived from the log in the same transaction).
   ``num`` is the integer label the vector index uses.
 - ``memory_fts``: FTS5 over memory text (rowid = ``memories.num``).
+- ``entities``: the user's canonical entities and the other names they were given (the
+  registry entity canonicalisation matches new names against), written with the memories that
+  name them.
+- ``cursors``: how far a background pass has read (the last episode ``num`` each abstraction
+  operator has seen), written in the transaction that journals the pass's result.
 - ``router_queue``: turns deferred to the LLM labeller (pending, labelled or failed), with their
   attempts and the earliest time of the next one; written with the turn, so a crash between
   "queued" and "labelled" loses nothing.
@@ -34,7 +41,7 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -44,8 +51,15 @@ import numpy as np
 
 from memoryd.errors import ClosedError, JournalError
 from memoryd.memory.models import (
+    Entity,
+    EntityType,
+    Episode,
+    Fact,
     Memory,
     MemoryType,
+    Rule,
+    Task,
+    TaskStatus,
     Turn,
     index_text,
     memory_from_payload,
@@ -90,8 +104,21 @@ CREATE TABLE IF NOT EXISTS memories (
     deleted INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS memories_by_turn ON memories(turn_id);
+CREATE INDEX IF NOT EXISTS facts_by_key ON memories(
+    json_extract(payload, '$.subject'), json_extract(payload, '$.relation')
+) WHERE type = 'semantic' AND deleted = 0;
 CREATE INDEX IF NOT EXISTS memories_by_type ON memories(type, deleted, num);
 CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5(text, tokenize='{FTS_TOKENIZER}');
+CREATE TABLE IF NOT EXISTS entities (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    type TEXT NOT NULL,
+    aliases TEXT NOT NULL DEFAULT '[]'
+);
+CREATE TABLE IF NOT EXISTS cursors (
+    name TEXT PRIMARY KEY,
+    value INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS router_queue (
     turn_id TEXT PRIMARY KEY,
     status TEXT NOT NULL,
@@ -133,6 +160,7 @@ class LogKind(StrEnum):
     MEMORY_PATCH = "memory_patch"
     MEMORY_DELETE = "memory_delete"
     TURN_RELABEL = "turn_relabel"
+    MEMORY_CHANGE = "memory_change"
 
 
 class QueueStatus(StrEnum):
@@ -160,13 +188,40 @@ class Routing:
 class TurnEntry:
     """What one ingested turn writes: the turn, its embedding, memories and the reply to replay.
 
-    ``routing`` is None for turns that were not routed now (an import)."""
+    ``updates`` are stored memories the turn changed (consolidation); ``aliases`` the names
+    canonicalisation folded into known entities ({entity id: names}). ``routing`` is None for
+    turns that were not routed now (an import)."""
 
     turn: Turn
     embedding: np.ndarray
     memories: list[Memory]
     reply: dict[str, Any]
     routing: Routing | None = None
+    updates: list[Memory] = field(default_factory=list)
+    aliases: dict[str, list[str]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class NewMemory:
+    """A memory created outside a turn, with the session and time it is filed under and its
+    own vector (None: its source turn's)."""
+
+    memory: Memory
+    session_id: str
+    ts: datetime
+    embedding: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class MemoryChange:
+    """Memories created and changed together, and why (``reason``: "task", "feedback",
+    "expiry", "undo", "a_sem", …). ``cursor`` moves a background pass's read position."""
+
+    reason: str
+    ref: str
+    created: list[NewMemory] = field(default_factory=list)
+    updates: list[Memory] = field(default_factory=list)
+    cursor: tuple[str, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -229,6 +284,41 @@ def memory_of_record(record: dict[str, Any]) -> Memory:
 def turn_of_payload(payload: dict[str, Any]) -> tuple[Turn, list[Memory]]:
     """The turn and memories of a ``turn`` or ``turn_relabel`` log payload."""
     return turn_from_payload(payload["turn"]), [memory_of_record(m) for m in payload["memories"]]
+
+
+def updates_of_payload(payload: dict[str, Any]) -> list[Memory]:
+    """The stored memories a ``turn`` entry changed (none for entries before consolidation)."""
+    return [memory_of_record(m) for m in payload.get("updates", ())]
+
+
+def _new_memory_record(new: NewMemory) -> dict[str, Any]:
+    record = memory_record(new.memory) | {"session_id": new.session_id, "ts": new.ts.isoformat()}
+    if new.embedding is not None:
+        record["embedding"] = np.asarray(new.embedding, dtype=EMBEDDING_DTYPE).tolist()
+    return record
+
+
+def new_memory_of_record(record: dict[str, Any]) -> NewMemory:
+    """The inverse of the ``created`` records of a ``memory_change`` payload."""
+    vec = record.get("embedding")
+    return NewMemory(
+        memory_of_record(record),
+        record["session_id"],
+        datetime.fromisoformat(record["ts"]),
+        None if vec is None else np.asarray(vec, dtype=EMBEDDING_DTYPE),
+    )
+
+
+def change_of_payload(ref: str, payload: dict[str, Any]) -> MemoryChange:
+    """The :class:`MemoryChange` a ``memory_change`` log payload records."""
+    cursor = payload.get("cursor")
+    return MemoryChange(
+        reason=payload["reason"],
+        ref=ref,
+        created=[new_memory_of_record(r) for r in payload["created"]],
+        updates=[memory_of_record(r) for r in payload["updates"]],
+        cursor=None if cursor is None else (cursor[0], int(cursor[1])),
+    )
 
 
 def encode_embedding(vec: np.ndarray) -> bytes:
@@ -334,10 +424,14 @@ class Journal:
 
     def _append_turn(self, conn: sqlite3.Connection, entry: TurnEntry) -> int:
         turn = entry.turn
-        payload = {
+        payload: dict[str, Any] = {
             "turn": to_payload(turn),
             "memories": [memory_record(m) for m in entry.memories],
         }
+        if entry.updates:
+            payload["updates"] = [memory_record(m) for m in entry.updates]
+        if entry.aliases:
+            payload["aliases"] = entry.aliases
         seq = self._log(conn, LogKind.TURN, turn.turn_id, payload)
         conn.execute(
             "INSERT INTO turns(turn_id, seq, session_id, ts, embedding, reply)"
@@ -352,7 +446,10 @@ class Journal:
             ),
         )
         for memory in entry.memories:
-            self._insert_memory(conn, memory, turn)
+            self._insert_memory(conn, memory, turn.session_id, turn.ts)
+        for memory in entry.updates:
+            self._replace_memory(conn, memory)
+        self._register_entities(conn, entry.memories, entry.aliases)
         if entry.routing is not None:
             self._count_decision(conn, entry.routing)
             if entry.routing.deferred:
@@ -373,22 +470,80 @@ class Journal:
             (routing.round, int(routing.deferred), int(routing.low_confidence)),
         )
 
-    def _insert_memory(self, conn: sqlite3.Connection, memory: Memory, turn: Turn) -> None:
+    def _insert_memory(
+        self,
+        conn: sqlite3.Connection,
+        memory: Memory,
+        session_id: str,
+        ts: datetime,
+        embedding: np.ndarray | None = None,
+    ) -> None:
         cur = conn.execute(
-            "INSERT INTO memories(id, type, turn_id, session_id, ts, payload)"
-            " VALUES (?, ?, ?, ?, ?, ?)",
+            "INSERT INTO memories(id, type, turn_id, session_id, ts, payload, embedding)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
             (
                 memory.id,
                 memory_type(memory).value,
-                turn.turn_id,
-                turn.session_id,
-                turn.ts.isoformat(),
+                memory.turn_id,
+                session_id,
+                ts.isoformat(),
                 json.dumps(to_payload(memory)),
+                None if embedding is None else encode_embedding(embedding),
             ),
         )
         conn.execute(
             "INSERT INTO memory_fts(rowid, text) VALUES (?, ?)", (cur.lastrowid, index_text(memory))
         )
+
+    def _replace_memory(self, conn: sqlite3.Connection, memory: Memory) -> None:
+        """Store a live memory's new record (its text, and so its FTS row, may have changed)."""
+        num = self._live_num(conn, memory.id)
+        conn.execute(
+            "UPDATE memories SET payload = ? WHERE num = ?", (json.dumps(to_payload(memory)), num)
+        )
+        conn.execute("UPDATE memory_fts SET text = ? WHERE rowid = ?", (index_text(memory), num))
+
+    @staticmethod
+    def _register_entities(
+        conn: sqlite3.Connection, memories: Sequence[Memory], aliases: dict[str, list[str]]
+    ) -> None:
+        entities = [m.object for m in memories if isinstance(m, Fact)]
+        entities += [x.entity for m in memories if isinstance(m, Episode) for x in m.mentions]
+        conn.executemany(
+            "INSERT OR IGNORE INTO entities(id, name, type) VALUES (?, ?, ?)",
+            [(e.id, e.name, e.type.value) for e in entities],
+        )
+        for entity_id, names in aliases.items():
+            row = conn.execute("SELECT aliases FROM entities WHERE id = ?", (entity_id,)).fetchone()
+            if row is not None:
+                merged = sorted(set(json.loads(row[0])) | set(names))
+                conn.execute(
+                    "UPDATE entities SET aliases = ? WHERE id = ?", (json.dumps(merged), entity_id)
+                )
+
+    def change_memories(self, change: MemoryChange) -> int:
+        """Journal a :class:`MemoryChange` in one transaction; return its log seq."""
+        payload: dict[str, Any] = {
+            "reason": change.reason,
+            "created": [_new_memory_record(n) for n in change.created],
+            "updates": [memory_record(m) for m in change.updates],
+        }
+        if change.cursor is not None:
+            payload["cursor"] = list(change.cursor)
+        with self._write() as conn:
+            seq = self._log(conn, LogKind.MEMORY_CHANGE, change.ref, payload)
+            for new in change.created:
+                self._insert_memory(conn, new.memory, new.session_id, new.ts, new.embedding)
+            for memory in change.updates:
+                self._replace_memory(conn, memory)
+            self._register_entities(conn, [n.memory for n in change.created], {})
+            if change.cursor is not None:
+                conn.execute(
+                    "INSERT INTO cursors(name, value) VALUES (?, ?)"
+                    " ON CONFLICT(name) DO UPDATE SET value = excluded.value",
+                    change.cursor,
+                )
+        return seq
 
     def _log(self, conn: sqlite3.Connection, kind: LogKind, ref: str, payload: Any) -> int:
         cur = conn.execute(
@@ -470,6 +625,7 @@ class Journal:
                 self._mark_deleted(conn, num)
             for memory in relabel.memories:
                 self._upsert_memory(conn, memory, turn)
+            self._register_entities(conn, relabel.memories, {})
             conn.execute(
                 "INSERT OR REPLACE INTO router_pool"
                 "(turn_id, labels, source, holdout, after_round, created_at)"
@@ -491,7 +647,7 @@ class Journal:
             "SELECT num, deleted FROM memories WHERE id = ?", (memory.id,)
         ).fetchone()
         if row is None:
-            self._insert_memory(conn, memory, turn)
+            self._insert_memory(conn, memory, turn.session_id, turn.ts)
             return
         num, deleted = row
         conn.execute(
@@ -695,6 +851,73 @@ class Journal:
         )
         return {s.num: s for s in map(self._stored, rows)}
 
+    def current_facts(self, subject: str, relations: Sequence[str]) -> list[Fact]:
+        """Live, still valid facts of ``subject`` with one of ``relations`` (indexed lookup)."""
+        marks = ",".join("?" * len(relations))
+        rows = self._query(
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE type = 'semantic' AND deleted = 0"
+            " AND json_extract(payload, '$.subject') = ?"
+            f" AND json_extract(payload, '$.relation') IN ({marks})"
+            " AND json_extract(payload, '$.valid_to') IS NULL ORDER BY num",
+            [subject, *relations],
+        )
+        return [f for f in (self._stored(r).memory for r in rows) if isinstance(f, Fact)]
+
+    def facts(self, subject: str | None = None, history: bool = False) -> list[StoredMemory]:
+        """Live facts (of ``subject``, if given), oldest first: the current ones, and with
+        ``history`` the superseded ones too."""
+        where = "type = 'semantic' AND deleted = 0"
+        params: list[Any] = []
+        if subject is not None:
+            where += " AND json_extract(payload, '$.subject') = ?"
+            params.append(subject)
+        if not history:
+            where += " AND json_extract(payload, '$.valid_to') IS NULL"
+        rows = self._query(
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE {where} ORDER BY num", params
+        )
+        return [self._stored(r) for r in rows]
+
+    def tasks(self, statuses: Sequence[TaskStatus]) -> list[StoredMemory]:
+        """Live tasks whose current (last) state is one of ``statuses``, oldest first."""
+        marks = ",".join("?" * len(statuses))
+        rows = self._query(
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE type = 'working' AND deleted = 0"
+            f" AND json_extract(payload, '$.states[#-1].status') IN ({marks}) ORDER BY num",
+            [s.value for s in statuses],
+        )
+        return [self._stored(r) for r in rows]
+
+    def open_tasks(self) -> list[Task]:
+        stored = self.tasks([TaskStatus.PENDING])
+        return [s.memory for s in stored if isinstance(s.memory, Task)]
+
+    def rules_titled(self, title: str) -> list[Rule]:
+        rows = self._query(
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE type = 'procedural' AND deleted = 0"
+            " AND json_extract(payload, '$.title') = ? ORDER BY num",
+            (title,),
+        )
+        return [r for r in (self._stored(row).memory for row in rows) if isinstance(r, Rule)]
+
+    def episodes_after(self, num: int, limit: int) -> list[StoredMemory]:
+        """Live episodes stored after memory ``num``, in order (a background pass's next batch)."""
+        rows = self._query(
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE type = 'episodic' AND deleted = 0"
+            " AND num > ? ORDER BY num LIMIT ?",
+            (num, limit),
+        )
+        return [self._stored(r) for r in rows]
+
+    def known_entities(self) -> list[tuple[Entity, list[str]]]:
+        """The entity registry: each canonical entity and its other names."""
+        rows = self._query("SELECT id, name, type, aliases FROM entities ORDER BY rowid")
+        return [(Entity(r[0], r[1], EntityType(r[2])), json.loads(r[3])) for r in rows]
+
+    def cursor(self, name: str) -> int:
+        rows = self._query("SELECT value FROM cursors WHERE name = ?", (name,))
+        return int(rows[0][0]) if rows else 0
+
     def memories_of_turn(self, turn_id: str) -> list[StoredMemory]:
         rows = self._query(
             f"SELECT {MEMORY_COLUMNS} FROM memories WHERE turn_id = ? AND deleted = 0 ORDER BY num",
@@ -749,7 +972,8 @@ class Journal:
         marks = ",".join("?" * len(nums))
         rows = self._query(
             "SELECT m.num, COALESCE(m.embedding, t.embedding) FROM memories m"
-            f" JOIN turns t ON t.turn_id = m.turn_id WHERE m.num IN ({marks})",
+            f" LEFT JOIN turns t ON t.turn_id = m.turn_id WHERE m.num IN ({marks})"
+            " AND COALESCE(m.embedding, t.embedding) IS NOT NULL",
             [int(n) for n in nums],
         )
         return {int(r[0]): decode_embedding(r[1]) for r in rows}
