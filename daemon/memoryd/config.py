@@ -182,8 +182,9 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "llm.max_tokens",
-        256,
-        "Most tokens one LLM answer may have (answers are short JSON objects).",
+        768,
+        "Most tokens one LLM answer may have (labels take ~20; a full abstraction answer "
+        "~500-800).",
         check=_positive,
         rule="must be > 0",
     ),
@@ -249,10 +250,10 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "memory.abstract_batch",
-        8,
-        "Episodes per LLM abstraction call (a small model's context is short).",
-        check=_positive,
-        rule="must be > 0",
+        6,
+        "Episodes per LLM abstraction call, at most 6 (a small model's context is short).",
+        check=lambda v: 1 <= v <= 6,
+        rule="must be in 1..6",
     ),
     Setting(
         "graph.engine",

@@ -2,6 +2,10 @@
 
 - ``label_deferred`` (every ``router.drain_interval`` s, only with an LLM): labels the turns the
   router deferred, re-routes them, and runs a user's training round when one is due.
+- ``abstract`` (every ``memory.abstract_interval`` s, only with an LLM): runs the abstraction
+  operators (facts and rules from new episodes) for the open users.
+- ``expire_tasks`` (every ``memory.maintenance_interval`` s): expires the open users' pending
+  tasks that are ``memory.expire_after`` seconds past due.
 - ``save_vectors`` (every minute): persists the vector indexes that changed.
 
 Each job runs one instance at a time (a run still going when the next is due is skipped, not
@@ -42,6 +46,8 @@ class Jobs:
         )
         if service.llm is not None:
             self._every(config.router_drain_interval, "label_deferred", self._label_deferred)
+            self._every(config.memory_abstract_interval, "abstract", self._abstract)
+        self._every(config.memory_maintenance_interval, "expire_tasks", service.expire_tasks)
         self._every(SAVE_INTERVAL_S, "save_vectors", service.save_all)
 
     def _every(self, seconds: float, name: str, fn: Callable[[], Any]) -> None:
@@ -56,6 +62,15 @@ class Jobs:
                 counts["retried"],
                 counts["failed"],
                 counts["rounds"],
+            )
+
+    def _abstract(self) -> None:
+        counts = self.service.abstract_pending()
+        if any(counts.values()):
+            log.info(
+                "abstraction job: %d fact batch(es), %d rule batch(es)",
+                counts.get("sem_batches", 0),
+                counts.get("proc_batches", 0),
             )
 
     def start(self) -> None:

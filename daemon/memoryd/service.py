@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from memoryd import __version__
+from memoryd.abstraction import abstract_user
 from memoryd.config import Config
 from memoryd.encoder import Encoder
 from memoryd.errors import (
@@ -70,6 +71,7 @@ from memoryd.router import Router, RouterHead
 from memoryd.router.enhance import LoopSettings, SelfEnhancingRouter
 from memoryd.router.trainer import in_pool_holdout
 from memoryd.store.journal import (
+    FEEDBACK_POSITIVE,
     LogKind,
     MemoryChange,
     NewMemory,
@@ -508,7 +510,7 @@ class MemoryService:
             def write() -> Memory:
                 stored = self._stored(ws, user_id, memory_id)
                 memory = with_feedback(stored.memory, positive)
-                reason = "feedback_positive" if positive else "feedback_negative"
+                reason = FEEDBACK_POSITIVE if positive else "feedback_negative"
                 ws.change(MemoryChange(reason, memory_id, updates=[memory]))
                 return memory
 
@@ -536,6 +538,36 @@ class MemoryService:
                 log.info("user %s: expired %d overdue task(s)", user_id, count)
             total += count
         return total
+
+    def abstract_now(self, user_id: str) -> dict[str, int]:
+        """Run the LLM abstraction operators over all of the user's new episodes now (the job
+        does the same a few batches at a time). Raises LLMError when the LLM fails, and
+        InvalidInputError when no LLM is configured."""
+        if self.llm is None:
+            raise InvalidInputError("no LLM is configured (llm.backend = none)")
+        llm = self.llm
+        totals: Counter[str] = Counter()
+        with self._workspace(user_id) as ws:
+            while counts := ws.writer.call(lambda: abstract_user(ws, llm, self.config)):
+                totals.update(counts)
+        return dict(totals)
+
+    def abstract_pending(self) -> dict[str, int]:
+        """One abstraction run over every open user (the background job); an LLM failure is
+        logged and the user is retried at the next run."""
+        totals: Counter[str] = Counter()
+        if self.llm is None:
+            return {}
+        llm = self.llm
+        with self._lock:
+            users = list(self._workspaces)
+        for user_id in users:
+            try:
+                with self._workspace(user_id) as ws:
+                    totals.update(ws.writer.call(lambda: abstract_user(ws, llm, self.config)))
+            except LLMError as exc:
+                log.warning("user %s: abstraction stopped, retried next run: %s", user_id, exc)
+        return dict(totals)
 
     @staticmethod
     def _stored(ws: Workspace, user_id: str, memory_id: str) -> StoredMemory:

@@ -185,13 +185,14 @@ def reinforce(old: Fact, new: Fact) -> Fact:
     return dataclasses.replace(old, sources=sources, confidence=round(confidence, 3))
 
 
-def consolidate(turn: Turn, memories: Sequence[Memory], view: MemoryView) -> Consolidation:
-    """Decide what ``memories`` (the records built from ``turn``) change in ``view``."""
+def consolidate(turn: Turn | None, memories: Sequence[Memory], view: MemoryView) -> Consolidation:
+    """Decide what ``memories`` (the records built from ``turn``, or derived by an abstraction
+    pass when ``turn`` is None) change in ``view``."""
     out = Consolidation(memories=[])
     for memory in memories:
         if isinstance(memory, Fact) and _fold_fact(memory, view, out):
             continue
-        if isinstance(memory, Task) and _fold_completion(memory, turn, view, out):
+        if isinstance(memory, Task) and turn and _fold_completion(memory, turn, view, out):
             continue
         if isinstance(memory, Rule) and _fold_rule(memory, view, out):
             continue

@@ -190,7 +190,17 @@ class Rule:
 
     @property
     def actions(self) -> list[str]:
-        return [n.text for n in self.nodes if n.kind is RuleNodeKind.ACTION]
+        """The main line's actions (not those of a ``when`` branch)."""
+        return [n.text for n in self.nodes if n.kind is RuleNodeKind.ACTION and n.when is None]
+
+    @property
+    def branches(self) -> dict[str, list[str]]:
+        """Each ``when`` case's actions, in order ({"otherwise": [...]})."""
+        cases: dict[str, list[str]] = {}
+        for n in self.nodes:
+            if n.kind is RuleNodeKind.ACTION and n.when is not None:
+                cases.setdefault(n.when, []).append(n.text)
+        return cases
 
 
 @dataclass

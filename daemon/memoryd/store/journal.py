@@ -163,6 +163,9 @@ class LogKind(StrEnum):
     MEMORY_CHANGE = "memory_change"
 
 
+FEEDBACK_POSITIVE = "feedback_positive"  # the reason of a positive-feedback memory_change
+
+
 class QueueStatus(StrEnum):
     PENDING = "pending"
     LABELLED = "labelled"
@@ -908,6 +911,18 @@ class Journal:
             (num, limit),
         )
         return [self._stored(r) for r in rows]
+
+    def liked_episodes(self, after_seq: int, limit: int) -> list[tuple[int, StoredMemory]]:
+        """Live episodes that got positive feedback after log ``after_seq``, with the seq of
+        that feedback, in log order (an episode voted twice comes twice)."""
+        rows = self._query(
+            "SELECT l.seq, m.num, m.type, m.payload, m.session_id, m.ts FROM log l"
+            " JOIN memories m ON m.id = l.ref AND m.type = 'episodic' AND m.deleted = 0"
+            " WHERE l.seq > ? AND l.kind = ? AND json_extract(l.payload, '$.reason') = ?"
+            " ORDER BY l.seq LIMIT ?",
+            (after_seq, LogKind.MEMORY_CHANGE.value, FEEDBACK_POSITIVE, limit),
+        )
+        return [(int(r[0]), self._stored(r[1:])) for r in rows]
 
     def known_entities(self) -> list[tuple[Entity, list[str]]]:
         """The entity registry: each canonical entity and its other names."""

@@ -1,0 +1,310 @@
+"""Typed memory semantics on the real stores: fact supersession and its undo, entity
+canonicalisation, task trajectories (turns, API, expiry), rule support and feedback, and a
+rebuild that reproduces it all from the journal with no LLM."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from memoryd.config import Config
+from memoryd.encoder import Encoder
+from memoryd.errors import ConflictError, InvalidInputError, MemoryNotFoundError
+from memoryd.llm.base import Prompt
+from memoryd.memory.abstract import PROC_SCHEMA, SEM_SCHEMA
+from memoryd.memory.models import MemoryType, Role, TaskStatus
+from memoryd.retrieve import QueryParams
+from memoryd.router import Router
+from memoryd.service import MemoryService, NewTurn
+
+T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+
+
+def say(service: MemoryService, *texts: str, user: str = "u", start: int = 0) -> list[dict]:
+    """Ingest ``texts`` one turn per hour (so their order is their time order)."""
+    replies = []
+    for i, text in enumerate(texts, start=start):
+        turn = NewTurn("s1", Role.USER, text, ts=T0 + timedelta(hours=i), turn_id=f"t{i}")
+        replies += service.ingest(user, [turn])
+    return replies
+
+
+def facts(service: MemoryService, history: bool = False, user: str = "u") -> list[dict]:
+    return service.list_facts(user, history=history)["facts"]
+
+
+def relation_objects(found: list[dict]) -> list[tuple[str, str, bool]]:
+    return [(f["record"]["relation"], f["record"]["object"]["name"], f["current"]) for f in found]
+
+
+class TestSupersession:
+    def test_exclusive_relation_closes_the_old_fact(self, service: MemoryService) -> None:
+        replies = say(service, "I live in Oslo", "I moved to Berlin")
+        assert relation_objects(facts(service)) == [("lives_in", "Berlin", True)]
+        old, new = facts(service, history=True)
+        assert (old["current"], new["current"]) == (False, True)
+        assert old["record"]["superseded_by"] == new["id"]
+        assert old["record"]["valid_to"] == new["record"]["valid_from"]
+        assert replies[1]["effects"] == [{"id": old["id"], "effect": "superseded", "by": new["id"]}]
+
+    def test_opposite_polarity_closes_only_the_same_object(self, service: MemoryService) -> None:
+        say(service, "I love sushi", "I love hiking", "I don't like sushi anymore")
+        assert relation_objects(facts(service)) == [
+            ("likes", "hiking", True),
+            ("dislikes", "sushi", True),
+        ]
+
+    def test_multi_valued_relation_keeps_both(self, service: MemoryService) -> None:
+        say(service, "I'm allergic to ibuprofen", "I'm allergic to penicillin")
+        assert [o for _, o, _ in relation_objects(facts(service))] == ["ibuprofen", "penicillin"]
+
+    def test_negation_closes_the_affirmative(self, service: MemoryService) -> None:
+        say(service, "I'm allergic to penicillin", "I am not allergic to penicillin")
+        (current,) = facts(service)
+        assert current["record"]["negated"] is True
+
+    def test_restating_reinforces_instead_of_copying(self, service: MemoryService) -> None:
+        replies = say(service, "I'm allergic to ibuprofen", "Remember: I am allergic to ibuprofen")
+        (fact,) = facts(service, history=True)
+        assert fact["record"]["sources"] == ["t0", "t1"]
+        assert fact["record"]["confidence"] > 0.9
+        assert replies[1]["effects"][0]["effect"] == "reinforced"
+
+    def test_only_the_same_subject_is_a_candidate(self, service: MemoryService) -> None:
+        turns = [
+            NewTurn("s", Role.USER, "I live in Oslo", ts=T0, speaker="Anna", turn_id="a"),
+            NewTurn("s", Role.USER, "I live in Rome", ts=T0, speaker="Ben", turn_id="b"),
+        ]
+        service.ingest("u", turns)
+        assert len(facts(service)) == 2
+
+    def test_undo_reopens_the_superseded_fact(self, service: MemoryService) -> None:
+        say(service, "I live in Oslo", "I moved to Berlin")
+        old, new = facts(service, history=True)
+        reply = service.undo_supersession("u", old["id"])
+        assert reply["was_superseded_by"] == new["id"]
+        assert {o for _, o, c in relation_objects(facts(service)) if c} == {"Oslo", "Berlin"}
+        with pytest.raises(ConflictError, match="not superseded"):
+            service.undo_supersession("u", old["id"])
+        with pytest.raises(MemoryNotFoundError):
+            service.undo_supersession("u", "fact_missing")
+
+    def test_query_ranks_current_facts_unless_history_is_asked(
+        self, service: MemoryService
+    ) -> None:
+        say(service, "I live in Oslo", "I moved to Berlin")
+        query = QueryParams("where do I live? Oslo or Berlin", types=(MemoryType.SEMANTIC,))
+        names = [i.memory.object.name for i in service.query("u", query).items]
+        assert names == ["Berlin"]
+        query = QueryParams("where do I live? Oslo or Berlin", history=True)
+        found = {i.memory.id for i in service.query("u", query).items}
+        assert {f["id"] for f in facts(service, history=True)} <= found
+
+
+class TestCanonicalEntities:
+    def test_alias_acronym_and_embedding_merge_names(self, service: MemoryService) -> None:
+        say(
+            service,
+            "I live in New York City",
+            "I moved to NYC",  # alias table: same id
+            "I work at New York University",
+            "I work at NYU",  # acronym of a known name
+            "I have a knee injury",
+            "I have an injured knee",  # shared word, cosine 0.935
+        )
+        current = relation_objects(facts(service))
+        assert current == [
+            ("lives_in", "New York City", True),
+            ("works_at", "New York University", True),
+            ("has_condition", "knee injury", True),
+        ]
+
+    def test_look_alikes_below_the_threshold_stay_apart(self, service: MemoryService) -> None:
+        say(service, "I'm allergic to ibuprofen", "I'm allergic to aspirin")
+        assert len(facts(service)) == 2
+
+
+class TestTasks:
+    def test_a_reported_action_completes_the_open_task(self, service: MemoryService) -> None:
+        replies = say(service, "Take omeprazole 30 min before dinner", "I took my omeprazole")
+        (task,) = service.list_tasks("u", [])["tasks"]
+        states = [s["status"] for s in task["record"]["states"]]
+        assert states == ["pending", "done"]
+        assert task["record"]["states"][1]["turn_id"] == "t1"
+        assert replies[1]["effects"] == [
+            {"id": task["id"], "effect": "completed", "by": replies[1]["effects"][0]["by"]}
+        ]
+
+    def test_an_unmatched_action_is_a_done_state(self, service: MemoryService) -> None:
+        say(service, "Take omeprazole 30 min before dinner", "I took aspirin this morning")
+        by_status = {
+            s.value: [t["text"] for t in service.list_tasks("u", [s])["tasks"]] for s in TaskStatus
+        }
+        assert by_status["pending"] == ["Take omeprazole 30 min before dinner"]
+        assert len(by_status["done"]) == 1
+
+    def test_api_trajectory(self, service: MemoryService) -> None:
+        task = service.create_task("u", "renew passport", due=T0 + timedelta(days=3), task_id="k1")
+        assert service.create_task("u", "renew passport", task_id="k1") == task
+        service.update_task("u", "k1", TaskStatus.CANCELLED, note="not travelling")
+        with pytest.raises(ConflictError, match="reopen it"):
+            service.update_task("u", "k1", TaskStatus.DONE)
+        service.update_task("u", "k1", TaskStatus.PENDING)
+        done = service.update_task("u", "k1", TaskStatus.DONE)
+        states = [(s["status"], s["note"]) for s in done["record"]["states"]]
+        assert states == [
+            ("pending", "created via the API"),
+            ("cancelled", "not travelling"),
+            ("pending", "set via the API"),
+            ("done", "set via the API"),
+        ]
+        with pytest.raises(ConflictError, match="already done"):
+            service.update_task("u", "k1", TaskStatus.DONE)
+        say(service, "I live in Oslo", start=9)
+        with pytest.raises(InvalidInputError, match="not a task"):
+            service.update_task("u", facts(service)[0]["id"], TaskStatus.DONE)
+
+    def test_expiry_moves_only_overdue_pending_tasks(self, service: MemoryService) -> None:
+        service.create_task("u", "call the bank", due=T0, task_id="late")
+        service.create_task("u", "call the plumber", due=T0 + timedelta(days=5), task_id="later")
+        service.create_task("u", "read a book", task_id="undated")
+        grace = timedelta(seconds=service.config.memory_expire_after)
+        assert service.expire_tasks(now=T0 + grace) == 0
+        assert service.expire_tasks(now=T0 + grace + timedelta(minutes=1)) == 1
+        assert service.expire_tasks(now=T0 + grace + timedelta(minutes=2)) == 0
+        expired = service.list_tasks("u", [TaskStatus.EXPIRED])["tasks"]
+        assert [t["id"] for t in expired] == ["late"]
+
+    def test_query_carries_open_and_recent_states(self, service: MemoryService) -> None:
+        say(service, "Take omeprazole 30 min before dinner", "I took aspirin this morning")
+        say(service, "Rome has lovely old streets", start=5)
+
+        def working_states(now: datetime) -> list[str]:
+            params = QueryParams("Rome old streets", k=1, types=(MemoryType.EPISODIC,), now=now)
+            hit = service.query("u", params).items[0]
+            assert hit.memory.text == "Rome has lovely old streets"
+            params = QueryParams("Rome old streets", k=1, now=now)
+            items = service.query("u", params).section(MemoryType.WORKING)
+            return sorted(i.memory.status.value for i in items if not i.hit)
+
+        assert working_states(T0 + timedelta(hours=8)) == ["done", "pending"]
+        assert working_states(T0 + timedelta(days=3)) == ["pending"]
+
+
+class TestRules:
+    def test_restated_rule_gains_support_and_feedback_counts(self, service: MemoryService) -> None:
+        say(
+            service,
+            "If I take an NSAID with aspirin, check the bleeding risk first.",
+            "If I take an NSAID with aspirin, check the bleeding risk first.",
+        )
+        (rule,) = service.list_memories("u", [MemoryType.PROCEDURAL], 10)["memories"]
+        assert rule["record"]["support"] == 2
+        service.feedback("u", rule["id"], positive=True)
+        voted = service.feedback("u", rule["id"], positive=False)
+        assert (voted["record"]["positive"], voted["record"]["negative"]) == (1, 1)
+        say(service, "I live in Oslo", start=5)
+        with pytest.raises(InvalidInputError, match="feedback applies"):
+            service.feedback("u", facts(service)[0]["id"], positive=True)
+
+
+def test_rebuild_and_export_reproduce_the_semantics(service: MemoryService) -> None:
+    say(
+        service,
+        "I live in Oslo",
+        "I moved to Berlin",
+        "Take omeprazole 30 min before dinner",
+        "I took my omeprazole",
+        "I work at New York University",
+        "I work at NYU",
+    )
+    service.create_task("u", "renew passport", task_id="k1")
+    service.update_task("u", "k1", TaskStatus.DONE)
+    old = facts(service, history=True)[0]
+    service.undo_supersession("u", old["id"])
+    before = (facts(service, history=True), service.list_tasks("u", [])["tasks"])
+    counts = service.counts("u")
+    rebuilt = service.rebuild("u")
+    assert {k: v for k, v in rebuilt.items() if k != "replayed"} == counts
+    assert (facts(service, history=True), service.list_tasks("u", [])["tasks"]) == before
+    service.import_user("copy", list(service.export_user("u")))
+    assert facts(service, history=True, user="copy") == before[0]
+    assert service.list_tasks("copy", [])["tasks"] == before[1]
+    assert service.counts("copy") == counts
+
+
+class ScriptedFakeLLM:
+    """A fake LLM (the abstraction's plumbing is under test, not a model): answers A_sem with
+    ``facts`` and A_proc with ``rules``, and counts its calls."""
+
+    name = "fake:scripted"
+
+    def __init__(self, facts: list[dict], rules: list[dict]) -> None:
+        self.answers = {id(SEM_SCHEMA): {"facts": facts}, id(PROC_SCHEMA): {"rules": rules}}
+        self.calls: list[Prompt] = []
+
+    def generate_json(self, prompt: Prompt, schema: dict, *, timeout: float | None = None) -> dict:
+        self.calls.append(prompt)
+        return self.answers[id(schema)]
+
+    def close(self) -> None:
+        pass
+
+
+def test_abstraction_pass_is_journaled_once(
+    config: Config, encoder: Encoder, router: Router
+) -> None:
+    fact = {
+        "episode": 2,
+        "relation": "has_skill",
+        "qualifier": "",
+        "object": "pottery",
+        "object_type": "other",
+        "negated": False,
+        "confidence": "high",
+    }
+    rule = {
+        "episode": 1,
+        "conditions": ["the kiln is hot"],
+        "actions": ["wear gloves"],
+        "otherwise": ["load the kiln"],
+        "tags": ["pottery"],
+    }
+    llm = ScriptedFakeLLM([fact], [rule])
+    service = MemoryService(config, encoder, router, llm=llm)
+    try:
+        say(service, "The kiln was hot so I wore gloves", "Spent the afternoon at the wheel")
+        counts = service.abstract_now("u")
+        assert counts == {"sem_batches": 1}
+        (derived,) = [f for f in facts(service) if f["record"]["origin"] == "llm"]
+        assert (derived["record"]["object"]["name"], derived["record"]["sources"]) == (
+            "pottery",
+            ["t1"],
+        )
+        assert service.abstract_now("u") == {}
+        episode = service.get_turn("u", "t0")["memories"][0]["id"]
+        service.feedback("u", episode, positive=True)
+        assert service.abstract_now("u") == {"proc_batches": 1}
+        (derived_rule,) = service.list_memories("u", [MemoryType.PROCEDURAL], 10)["memories"]
+        nodes = derived_rule["record"]["nodes"]
+        assert [(n["kind"], n["when"]) for n in nodes][-2:] == [
+            ("branch", "otherwise"),
+            ("action", "otherwise"),
+        ]
+        calls = len(llm.calls)
+        before = service.counts("u")
+        rebuilt = service.rebuild("u")
+        assert {k: v for k, v in rebuilt.items() if k != "replayed"} == before
+        assert len(llm.calls) == calls
+        found = service.query("u", QueryParams("what is my skill with pottery?"))
+        assert derived["id"] in {i.memory.id for i in found.items}
+
+    finally:
+        service.close()
+
+
+def test_abstraction_needs_an_llm(service: MemoryService) -> None:
+    say(service, "I went to the pottery class")
+    with pytest.raises(InvalidInputError, match="no LLM"):
+        service.abstract_now("u")
