@@ -113,3 +113,23 @@ def test_locomo_ingest(run, tmp_path: Path) -> None:
     result = run("ingest", str(path), "--format", "locomo")
     assert "locomo-conv-x: 5 turns added" in result.output
     assert "Pixel" in run("query", "cat name", "--user", "locomo-conv-x").output
+
+
+def test_memory_facts_tasks_and_abstract(run, tmp_path: Path) -> None:
+    lines = [
+        {"session_id": "s1", "role": "user", "text": "I live in Lisbon."},
+        {"session_id": "s2", "role": "user", "text": "I moved to Porto."},
+        {"session_id": "s2", "role": "user", "text": "Take omeprazole 30 min before dinner."},
+    ]
+    path = tmp_path / "turns.jsonl"
+    path.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    run("ingest", str(path), "--user", "ana")
+    found = json.loads(run("memory facts", "--user", "ana").output)["facts"]
+    assert [(f["record"]["object"]["name"], f["current"]) for f in found] == [
+        ("Lisbon", False),
+        ("Porto", True),
+    ]
+    (task,) = json.loads(run("memory tasks", "--user", "ana").output)["tasks"]
+    assert task["record"]["states"][-1]["status"] == "pending"
+    result = run("memory abstract", "--user", "ana", ok=False)
+    assert result.exit_code != 0 and "no LLM is configured" in result.output

@@ -133,6 +133,93 @@ def test_no_fact_from_questions_conditionals_or_weak_patterns(text: str) -> None
     assert extract(text, NOW).facts == []
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # a dash, a lone comma or a filler adverb ends the object
+        ("I'm a big fan of sculpture - the textures are great.", [("likes", "sculpture", False)]),
+        ("I hate olives, honestly.", [("dislikes", "olives", False)]),
+        ("I don't like jogging itself, to be fair.", [("dislikes", "jogging", False)]),
+        (
+            "I like also green tea and oolong.",
+            [("likes", "green tea", False), ("likes", "oolong", False)],
+        ),
+        ("I still like to sail sometimes.", [("likes", "sailing", False)]),
+        # infinitives read as gerunds
+        ("I love to bake.", [("likes", "baking", False)]),
+        ("I like to run marathons.", [("likes", "running marathons", False)]),
+        ("I like to swim and to ski.", [("likes", "swimming", False), ("likes", "skiing", False)]),
+        # a gerund's complement is not split off; parallel gerunds are
+        (
+            "I'm passionate about building schools and roads in my town.",
+            [("likes", "building schools and roads in my town", False)],
+        ),
+        (
+            "I love hiking, baking bread, and knitting scarves.",
+            [
+                ("likes", "hiking", False),
+                ("likes", "baking bread", False),
+                ("likes", "knitting scarves", False),
+            ],
+        ),
+        ("I love gardening and watching it bloom.", [("likes", "gardening", False)]),
+        (
+            "I love books about space and astronomy.",
+            [("likes", "books about space and astronomy", False)],
+        ),
+        # examples after "like" are not items; genre words share the head noun
+        ("I enjoy board games like chess and Go.", [("likes", "board games", False)]),
+        (
+            "I'm into jazz and classical music.",
+            [("likes", "jazz music", False), ("likes", "classical music", False)],
+        ),
+        (
+            "I enjoy comedies and romantic films.",
+            [("likes", "comedies", False), ("likes", "romantic films", False)],
+        ),
+        # a definite object is kept unless it names an aspect of the thing at hand
+        ("I love the sea.", [("likes", "sea", False)]),
+        # more phrasings of stable facts
+        ("I'm really into climbing.", [("likes", "climbing", False)]),
+        ("I'm not really into golf.", [("dislikes", "golf", False)]),
+        ("I'm a sucker for old maps.", [("likes", "old maps", False)]),
+        ("I've been a vegetarian for ten years.", [("is", "vegetarian", False)]),
+        ("I've been a teacher for a decade.", [("works_as", "teacher", False)]),
+        ("I'm an experienced climber.", [("is", "experienced climber", False)]),
+        ("My brother, Sam, is a chef.", [("relationship", "Sam", False)]),
+    ],
+)
+def test_fact_object_boundaries(text: str, expected: list[tuple[str, str, bool]]) -> None:
+    assert _facts(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I love this song.",  # points at something in the conversation
+        "I'm a fan of places like this.",
+        "I love their garden.",  # someone else's
+        "I love the colors and the lighting.",  # an aspect of the thing at hand
+        "I love the way it looks.",
+        "I love the vibe of the new place.",
+        "I love having them over.",  # refers to the context
+        "I love making him laugh.",
+        "I love escaping to that place.",
+        "I love creating a warm, friendly space.",  # cut after an adjective
+        "I love the glaze and skill is awesome.",
+        "I like the story is sad.",  # a clause, not a noun phrase
+        "I love to help.",  # a light verb without its object
+        "I love to read and write.",  # an infinitive list that is not all infinitives
+        "I'm still a beginner.",  # a role without its domain
+        "I'm a total newbie.",
+        "I've been a fool.",  # "I've been" states only an identity or an occupation
+        "My cousin, Mia and I went hiking.",  # a list of people, not "my cousin Mia"
+    ],
+)
+def test_no_fact_from_fragments_or_context_bound_objects(text: str) -> None:
+    assert extract(text, NOW).facts == []
+
+
 def test_fact_carries_its_clause_and_a_confidence() -> None:
     (fact,) = extract("Hi! I'm allergic to ibuprofen. See you.", NOW).facts
     assert fact.text == "I'm allergic to ibuprofen"
@@ -282,6 +369,8 @@ def test_rules(text: str, conditions: list[str], actions: list[str]) -> None:
     [
         "When I was a kid, I loved painting.",  # narrative past
         "If I were allergic to peanuts, I would know.",  # hypothetical
+        "If I had known, I would have called, otherwise fine.",  # past hypothetical
+        "If I were you, I'd take the bus, otherwise walk.",  # advice to someone else
         "If you need anything, let me know.",  # chit-chat
         "Whenever I can, I'll be there.",  # nothing to do
         "When everything clicks, it's a great feeling.",  # not an action

@@ -266,6 +266,60 @@ class TestGraphContract:
         assert tree[3] == nodes[0]
         assert store.rules_with_conditions() == [("r1", ["in the morning", "if I go out"])]
 
+    def test_rule_tree_edges_are_a_tree_and_rewrites_reproduce_it(self, store: GraphStore) -> None:
+        cond, seq, act, branch = (
+            RuleNodeKind.CONDITION,
+            RuleNodeKind.SEQUENCE,
+            RuleNodeKind.ACTION,
+            RuleNodeKind.BRANCH,
+        )
+        nodes = [
+            RuleNode("c0", cond, "I take an NSAID", 0),
+            RuleNode("c1", cond, "I take aspirin", 1),
+            RuleNode("sq", seq, "then", 2),
+            RuleNode("a0", act, "check the bleeding risk", 3),
+            RuleNode("a1", act, "ask the pharmacist", 4),
+            RuleNode("br", branch, "otherwise", 5, when="otherwise"),
+            RuleNode("b0", act, "take it with food", 6, when="otherwise"),
+            RuleNode("b1", act, "drink water", 7, when="otherwise"),
+            RuleNode("wk", branch, "on weekends", 8, when="on weekends"),
+            RuleNode("w0", act, "rest", 9, when="on weekends"),
+        ]
+        expected = [
+            ("BRANCH", "sq", "br", "otherwise"),
+            ("BRANCH", "sq", "wk", "on weekends"),
+            ("NEXT_STEP", "a0", "a1", None),
+            ("NEXT_STEP", "b0", "b1", None),
+            ("NEXT_STEP", "br", "b0", None),
+            ("NEXT_STEP", "c0", "c1", None),
+            ("NEXT_STEP", "c1", "sq", None),
+            ("NEXT_STEP", "sq", "a0", None),
+            ("NEXT_STEP", "wk", "w0", None),
+        ]
+        # Without a SEQUENCE node a branch hangs from the last condition.
+        bare = [
+            RuleNode("x0", cond, "it rains", 0),
+            RuleNode("x1", act, "take the bus", 1),
+            RuleNode("x2", act, "walk", 2, when="otherwise"),
+        ]
+        turn = make_turn("t1")
+        ingest(store, 1, turn, make_rule("r1", "t1", reversed(nodes)), make_rule("r2", "t1", bare))
+        assert store.rule_tree("r1", edges=True) == (nodes, expected)
+        assert store.rule_tree("r2", edges=True) == (
+            bare,
+            [("BRANCH", "x0", "x2", "otherwise"), ("NEXT_STEP", "x0", "x1", None)],
+        )
+
+        ingest(store, 1, turn, make_rule("r1", "t1", nodes))  # replayed: the same tree
+        store.upsert_memories(2, [make_rule("r1", "t1", nodes)])
+        assert store.rule_tree("r1", edges=True) == (nodes, expected)
+        assert store.counts()["RuleNode"] == len(nodes) + len(bare)
+
+        store.upsert_memories(3, [make_rule("r1", "t1", nodes[:4])])  # the branches are gone
+        assert store.rule_tree("r1", edges=True) == (nodes[:4], expected[5:8])
+        assert store.counts()["RuleNode"] == 4 + len(bare)
+        assert store.rule_tree("nope", edges=True) == ([], [])
+
     def test_private_node_ids_must_be_unique(self, store: GraphStore) -> None:
         node = RuleNode("n0", RuleNodeKind.ACTION, "step", 0)
         ingest(store, 1, make_turn("t1"), make_rule("r1", "t1", [node]))

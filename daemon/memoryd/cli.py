@@ -299,8 +299,12 @@ def router() -> None:
     """
 
 
-def _router_command(name: str, summary: str, call: Callable[[Any, str], Any]) -> None:
-    @router.command(name, help=summary)
+def _user_command(
+    group: click.Group, name: str, summary: str, call: Callable[[Any, str], Any]
+) -> None:
+    """A ``group`` subcommand that opens the data directory and prints ``call(service, user)``."""
+
+    @group.command(name, help=summary)
     @_config_options
     @click.option("--user", "user_id", required=True)
     @_domain_errors
@@ -312,25 +316,60 @@ def _router_command(name: str, summary: str, call: Callable[[Any, str], Any]) ->
             click.echo(json.dumps(call(service, user_id), indent=2))
 
 
-_router_command(
+_user_command(
+    router,
     "status",
     "Show USER's router: round, tau_t, pool, queue, LLM share per round, last validation.",
     lambda service, user: service.router_status(user),
 )
-_router_command(
+_user_command(
+    router,
     "label",
     "Label USER's queued turns now with the configured LLM (waits out retry backoffs).",
     lambda service, user: service.label_now(user),
 )
-_router_command(
+_user_command(
+    router,
     "train",
     "Run a training round for USER now (its head is used only if validation accepts it).",
     lambda service, user: service.train_router(user),
 )
-_router_command(
+_user_command(
+    router,
     "rollback",
     "Route USER with the previous accepted head again.",
     lambda service, user: service.rollback_router(user),
+)
+
+
+@main.group()
+def memory() -> None:
+    """Read a user's typed memory structures (the daemon must be stopped).
+
+    \b
+    memoryd memory facts --user alice      facts, current and superseded (with validity)
+    memoryd memory tasks --user alice      tasks with their state trajectories
+    memoryd memory abstract --user alice   run the LLM abstraction over new episodes now
+    """
+
+
+_user_command(
+    memory,
+    "facts",
+    "Print USER's facts: current ones and those a later fact superseded (current: false).",
+    lambda service, user: service.list_facts(user, history=True),
+)
+_user_command(
+    memory,
+    "tasks",
+    "Print USER's tasks with their trajectories (pending, done, cancelled, expired).",
+    lambda service, user: service.list_tasks(user, ()),
+)
+_user_command(
+    memory,
+    "abstract",
+    "Derive facts and rules from USER's new episodes with the configured LLM now.",
+    lambda service, user: service.abstract_now(user),
 )
 
 

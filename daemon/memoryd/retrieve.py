@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from memoryd.memory.build import EVIDENCE_RELATIONS as HEALTH_RELATIONS
+from memoryd.memory.extract import is_health_related, related_drug_terms
 from memoryd.memory.models import (
     Episode,
     Fact,
@@ -95,6 +97,9 @@ class Item:
     session_id: str
     ts: str
     hit: bool = True
+    # Structured reasons beside ``why``; a matched rule: {"branch", "condition", "negated",
+    # "actions"} (see _matching_rules). Empty for most items.
+    detail: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -106,8 +111,18 @@ class Item:
             "turn_ids": self.turn_ids,
             "score": round(self.score, 6),
             "why": self.why,
+            "detail": to_payload(self.detail),
             "record": to_payload(self.memory),
         }
+
+
+@dataclass(frozen=True)
+class Expansion:
+    """A memory a typed expansion brings in, why, and any structured detail for its Item."""
+
+    id: str
+    why: str
+    detail: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -145,23 +160,37 @@ def retrieve(
 ) -> QueryResult:
     """Rank, filter, fuse and expand. Read-only: recall counts are the caller's business.
 
+    Hits are the best-ranked memories of ``params.k`` distinct turns (a turn's episode is left
+    out when its fact, rule or task is in), then the typed expansions follow.
+
     With an ``executor`` the typed expansions run in parallel (each on its own graph reader).
     """
     fused, why, candidates = _fuse(stores, vector, params, config)
     ranked = sorted(fused, key=fused.__getitem__, reverse=True)
     items: list[Item] = []
-    while ranked and len(items) < params.k:
+    turns: set[str] = set()
+    while ranked and len(turns) < params.k:
         batch, ranked = ranked[: params.k * 2], ranked[params.k * 2 :]
         stored = stores.journal.memories_by_num(batch)
-        items += [
-            _item(stored[n], fused[n], why[n])
-            for n in batch
-            if n in stored and (params.history or not _superseded(stored[n].memory))
-        ]
-    result = QueryResult(items=items[: params.k], candidates=candidates)
+        for n in batch:
+            if n not in stored or (_superseded(stored[n].memory) and not params.history):
+                continue
+            turn_id = stored[n].memory.turn_id
+            if len(turns) >= params.k and turn_id not in turns:
+                break
+            items.append(_item(stored[n], fused[n], why[n]))
+            turns.add(turn_id)
+    result = QueryResult(items=_without_shadowed_episodes(items), candidates=candidates)
     if config.expand:
         _expand(stores, vector, params, config, result, executor)
     return result
+
+
+def _without_shadowed_episodes(items: list[Item]) -> list[Item]:
+    """Drop an episode whose turn is also among the items as a fact, rule or task: the typed
+    record says the same thing with more structure, and one turn should not fill two slots."""
+    typed = {i.memory.turn_id for i in items if not isinstance(i.memory, Episode)}
+    return [i for i in items if not isinstance(i.memory, Episode) or i.memory.turn_id not in typed]
 
 
 def _superseded(memory: Memory) -> bool:
@@ -258,11 +287,13 @@ def _expand(
     result: QueryResult,
     executor: Executor | None,
 ) -> None:
-    jobs: list[Callable[[], list[tuple[str, str]]]] = []
+    jobs: list[Callable[[], list[Expansion]]] = []
     if MemoryType.EPISODIC in params.types:
         jobs.append(lambda: _episode_neighbours(stores, result, params.k))
     if MemoryType.SEMANTIC in params.types:
         jobs.append(lambda: _facts_of_hits(stores, result))
+        if is_health_related(params.query):
+            jobs.append(lambda: _health_profile(stores))
     if MemoryType.PROCEDURAL in params.types:
         jobs.append(lambda: _matching_rules(stores, params.query))
     if MemoryType.WORKING in params.types:
@@ -273,13 +304,21 @@ def _expand(
         found = [job() for job in jobs]
     else:
         found = [future.result() for future in [executor.submit(job) for job in jobs]]
-    seen = {i.memory.id for i in result.items}
-    added = dict(pair for pairs in found for pair in pairs)
-    fresh = [(mid, why) for mid, why in added.items() if mid not in seen]
-    stored = stores.journal.memories_by_id([mid for mid, _ in fresh])
-    for mid, why in fresh:
-        if mid in stored and _passes_filters(stored[mid], params):
-            result.items.append(_item(stored[mid], EXPANSION_SCORE, why, hit=False))
+    hits = {i.memory.id: i for i in result.items}
+    added: dict[str, Expansion] = {}
+    for x in (x for expansions in found for x in expansions):
+        added.setdefault(x.id, x)
+    for x in added.values():
+        if x.id in hits:
+            hit = hits[x.id]
+            hit.why, hit.detail = f"{hit.why}; {x.why}", {**x.detail, **hit.detail}
+    fresh = [x for x in added.values() if x.id not in hits]
+    stored = stores.journal.memories_by_id([x.id for x in fresh])
+    for x in fresh:
+        if x.id in stored and _passes_filters(stored[x.id], params):
+            item = _item(stored[x.id], EXPANSION_SCORE, x.why, hit=False)
+            item.detail = dict(x.detail)
+            result.items.append(item)
 
 
 def _passes_filters(stored: StoredMemory, params: QueryParams) -> bool:
@@ -290,19 +329,20 @@ def _passes_filters(stored: StoredMemory, params: QueryParams) -> bool:
     return stored.session_id == params.session_id
 
 
-def _episode_neighbours(stores: Stores, result: QueryResult, k: int) -> list[tuple[str, str]]:
+def _episode_neighbours(stores: Stores, result: QueryResult, k: int) -> list[Expansion]:
     hits = [i.memory.id for i in result.items if i.type is MemoryType.EPISODIC][: max(1, k // 2)]
     if not hits:
         return []
-    out: list[tuple[str, str]] = []
+    out: list[Expansion] = []
     for hit, neighbours in stores.graph.session_neighbours(hits, window=1).items():
-        out += [(n, f"next to {hit} in its session") for n in neighbours]
+        out += [Expansion(n, f"next to {hit} in its session") for n in neighbours]
     for episode_id, shared in stores.graph.episodes_sharing_entities(hits, limit=k):
-        out.append((episode_id, f"shares {shared} entit{'y' if shared == 1 else 'ies'} with a hit"))
+        why = f"shares {shared} entit{'y' if shared == 1 else 'ies'} with a hit"
+        out.append(Expansion(episode_id, why))
     return out
 
 
-def _facts_of_hits(stores: Stores, result: QueryResult) -> list[tuple[str, str]]:
+def _facts_of_hits(stores: Stores, result: QueryResult) -> list[Expansion]:
     hit_ids = [i.memory.id for i in result.items]
     entities = {e.id: e for ents in stores.graph.entities_of(hit_ids).values() for e in ents}
     for item in result.items:
@@ -311,26 +351,113 @@ def _facts_of_hits(stores: Stores, result: QueryResult) -> list[tuple[str, str]]
     if not entities:
         return []
     fact_ids = stores.graph.facts_about(list(entities), current_only=True)[:MAX_FACTS]
-    return [(f, "current fact about an entity in the hits") for f in fact_ids]
+    return [Expansion(f, "current fact about an entity in the hits") for f in fact_ids]
 
 
-def _matching_rules(stores: Stores, query: str) -> list[tuple[str, str]]:
-    wanted = set(content_tokens(query))
-    scored: list[tuple[float, str, str]] = []
+def _health_profile(stores: Stores) -> list[Expansion]:
+    """Every current allergy, condition and medication: a health question must not be answered
+    without them, whether or not its words match them."""
+    found = [
+        s.memory
+        for s in stores.journal.facts()
+        if isinstance(s.memory, Fact) and s.memory.relation in HEALTH_RELATIONS
+    ]
+    return [Expansion(f.id, "health fact: the query is about health") for f in found[:MAX_FACTS]]
+
+
+# Words that deny what follows them within NEGATION_WINDOW words ("I did not take aspirin",
+# "no aspirin today"), besides every "…n't".
+NEGATIONS = frozenset(
+    "not no never without none nothing neither nor cannot skip skipped skipping forgot "
+    "forgotten missed".split()
+)
+NEGATION_WINDOW = 3
+THEN = "then"
+OTHERWISE = "otherwise"
+
+
+def _matching_rules(stores: Stores, query: str) -> list[Expansion]:
+    """Rules whose conditions share content words with the query, each with its applicable
+    branch; at most MAX_RULES, best first.
+
+    A rule scores by its best condition: shared words / the condition's words. The branch is
+    ``then`` (the main line) when the query affirms that condition; ``otherwise`` when it
+    negates it (a negation word up to NEGATION_WINDOW words before a shared word, "I did not
+    take aspirin", "no aspirin today"; a condition that is itself negated, "if I don't sleep
+    well", flips this), or None when the rule has no otherwise-branch; for an affirming query
+    a named case (a ``when`` other than "otherwise") sharing words with the query wins over
+    ``then``, the one sharing most first. The why says "condition '…' matches the query;
+    branch: then"; ``Item.detail`` gets the branch, the condition, whether it was negated and
+    the branch's actions.
+    """
+    words = _plain_words(query)
+    asked = set(content_tokens(query))
+    wanted = asked | related_drug_terms(asked)
+    scored: list[tuple[float, str, str, set[str]]] = []
     for rule_id, conditions in stores.graph.rules_with_conditions():
+        best: tuple[float, str, set[str]] | None = None
         for condition in conditions:
             tokens = set(content_tokens(condition))
             overlap = wanted & tokens
-            if overlap:
-                score = len(overlap) / len(tokens)
-                scored.append((score, rule_id, f"condition '{condition}' matches the query"))
-    scored.sort(reverse=True)
-    return [(rule_id, why) for _, rule_id, why in scored[:MAX_RULES]]
+            if overlap and (best is None or len(overlap) / len(tokens) > best[0]):
+                best = (len(overlap) / len(tokens), condition, overlap)
+        if best is not None:
+            scored.append((best[0], rule_id, best[1], best[2]))
+    scored.sort(key=lambda s: (-s[0], s[1]))
+    top = scored[:MAX_RULES]
+    stored = stores.journal.memories_by_id([rule_id for _, rule_id, _, _ in top])
+    out: list[Expansion] = []
+    for _, rule_id, condition, overlap in top:
+        rule = stored[rule_id].memory if rule_id in stored else None
+        if not isinstance(rule, Rule):
+            continue
+        main, cases = rule.actions, rule.branches
+        negated = _denies(words, overlap) != _denies(_plain_words(condition), None)
+        branch: str | None = THEN
+        if negated:
+            branch = OTHERWISE if OTHERWISE in cases else None
+        else:
+            shared = {w: len(wanted & set(content_tokens(w))) for w in cases if w != OTHERWISE}
+            named = sorted((-n, w) for w, n in shared.items() if n > 0)
+            if named:
+                branch = named[0][1]
+        actions = main if branch == THEN else cases.get(branch, []) if branch else []
+        why = f"condition '{condition}' matches the query"
+        if negated:
+            why += ", which negates it"
+        why += f"; branch: {branch}" if branch else "; no branch applies"
+        detail = {"branch": branch, "condition": condition, "negated": negated, "actions": actions}
+        out.append(Expansion(rule_id, why, detail))
+    return out
+
+
+def _plain_words(text: str) -> list[str]:
+    """Lower-case words with outer punctuation removed ("don't" stays one word)."""
+    words = (w.strip('.,;:!?"()[]{}-') for w in text.lower().replace("\u2019", "'").split())
+    return [w for w in words if w]
+
+
+def _denies(words: list[str], targets: set[str] | None) -> bool:
+    """Whether a negation word stands up to NEGATION_WINDOW words before one of ``targets``
+    (content tokens; None: anywhere in ``words``)."""
+    for i, word in enumerate(words):
+        if targets is None:
+            if _is_negation(word):
+                return True
+        elif word.replace("'", "") in targets and any(
+            _is_negation(w) for w in words[max(0, i - NEGATION_WINDOW) : i]
+        ):
+            return True
+    return False
+
+
+def _is_negation(word: str) -> bool:
+    return word in NEGATIONS or word.endswith("n't")
 
 
 def _working_states(
     stores: Stores, vector: np.ndarray, now: datetime, recent: timedelta
-) -> list[tuple[str, str]]:
+) -> list[Expansion]:
     """The open tasks, and the tasks finished within ``recent`` of ``now``: the states that bear
     on what the user asks whether or not the query names them. Each group is capped, the most
     query-like first."""
@@ -344,12 +471,13 @@ def _working_states(
     for s in _most_similar(stores, vector, open_tasks, MAX_OPEN_TASKS):
         task = s.memory
         overdue = isinstance(task, Task) and task.due is not None and task.due < now
-        out.append((task.id, "open task (overdue)" if overdue else "open task"))
+        out.append(Expansion(task.id, "open task (overdue)" if overdue else "open task"))
     for s in _most_similar(stores, vector, finished, MAX_RECENT_STATES):
         task = s.memory
         if isinstance(task, Task):
             when = task.states[-1].ts.strftime("%Y-%m-%d %H:%M")
-            out.append((task.id, f"{task.status.value} at {when}, within {recent} of now"))
+            why = f"{task.status.value} at {when}, within {recent} of now"
+            out.append(Expansion(task.id, why))
     return out
 
 
@@ -384,8 +512,16 @@ def render_line(item: Item) -> str:
         relation = memory.relation.replace("_", " ").replace(":", ": ")
         return f'{memory.subject} {negation}{relation} {memory.object.name} ("{memory.text}")'
     if isinstance(memory, Rule):
+        # "if C then A1; A2 (when W: X) (otherwise B1)", then the branch a query matched, marked
+        # "[applies: otherwise]" ("[applies: none]" when it negated a rule with no else).
         conditions = " and ".join(memory.conditions) or memory.title
-        return f"if {conditions} then {'; '.join(memory.actions) or memory.text}"
+        line = f"if {conditions} then {'; '.join(memory.actions) or memory.text}"
+        for when, actions in memory.branches.items():
+            steps = "; ".join(actions)
+            line += f" (otherwise {steps})" if when == OTHERWISE else f" (when {when}: {steps})"
+        if "branch" in item.detail:
+            line += f" [applies: {item.detail['branch'] or 'none'}]"
+        return line
     if isinstance(memory, Task):
         due = f" (due {memory.due.strftime('%Y-%m-%d %H:%M')})" if memory.due else ""
         if memory.status is TaskStatus.PENDING or not memory.states:

@@ -14,8 +14,9 @@ The router's labels pick the record types; the extraction fills them::
 - a label whose extractor found nothing still yields an Episode, so every kept turn has at least
   one searchable record, and no turn has more than one Episode;
 - strong extractor evidence adds its label to the router's (:func:`evidence_labels`): a health
-  fact (allergy, condition, injury, medication) is kept as semantic and a reported health
-  action ("I took aspirin") as working, whatever the classifier said, because forgetting either can
+  fact (allergy, condition, injury, medication) is kept as semantic, a reported health action
+  ("I took aspirin") as working and a health rule ("if I take an NSAID with aspirin, check the
+  bleeding risk") as procedural, whatever the classifier said, because forgetting either can
   hurt the user and both patterns are precise. The turn's journaled labels stay the router's.
 
 A fact's subject is the turn's speaker when the client names one (two-person logs such as
@@ -90,6 +91,8 @@ def evidence_labels(turn: Turn, extraction: Extraction) -> set[Label]:
         labels.add(Label.SEMANTIC)
     if any(is_health_related(c.action) for c in extraction.completions):
         labels.add(Label.WORKING)
+    if any(is_health_related(r.text) for r in extraction.rules):
+        labels.add(Label.PROCEDURAL)
     return labels
 
 
@@ -198,24 +201,47 @@ def _rules(turn: Turn, extraction: Extraction) -> list[Memory]:
             turn_id=turn.turn_id,
             title=c.title,
             text=c.text,
-            nodes=_rule_nodes(turn.turn_id, i, c.conditions, c.actions),
+            # "otherwise": the else-branch's ``when``, as abstract.OTHERWISE (A_proc) has it
+            nodes=_rule_nodes(turn.turn_id, i, c.conditions, c.actions, {"otherwise": c.otherwise}),
+            tags=list(c.tags),
         )
         for i, c in enumerate(extraction.rules)
     ]
 
 
 def _rule_nodes(
-    turn_id: str, rule_index: int, conditions: list[str], actions: list[str]
+    turn_id: str,
+    rule_index: int,
+    conditions: list[str],
+    actions: list[str],
+    branches: dict[str, list[str]] | None = None,
 ) -> list[RuleNode]:
-    """Condition nodes, then one sequence node, then the action nodes in order (``ord`` 0…n)."""
-    kinds = (
-        [(RuleNodeKind.CONDITION, c) for c in conditions]
-        + [(RuleNodeKind.SEQUENCE, "then")]
-        + [(RuleNodeKind.ACTION, a) for a in actions]
-    )
+    """The one rule layout (A_proc's too), ``ord`` 0…n in this order, ``when`` None unless
+    stated::
+
+        CONDITION × len(conditions)
+        SEQUENCE  "then"
+        ACTION    × len(actions)                 the main line
+        per branch with actions, in ``branches`` order:
+        BRANCH    <when>, when=<when>
+        ACTION    × len(branch), when=<when>
+
+    A branch without actions gets no node. Ids hash (turn id, rule index, ord).
+    """
+    steps: list[tuple[RuleNodeKind, str, str | None]] = [
+        *((RuleNodeKind.CONDITION, c, None) for c in conditions),
+        (RuleNodeKind.SEQUENCE, "then", None),
+        *((RuleNodeKind.ACTION, a, None) for a in actions),
+    ]
+    for when, branch in (branches or {}).items():
+        if branch:
+            steps.append((RuleNodeKind.BRANCH, when, when))
+            steps += [(RuleNodeKind.ACTION, a, when) for a in branch]
     return [
-        RuleNode(memory_id("rn", turn_id, "rule_node", f"{rule_index}:{j}"), kind, text, ord=j)
-        for j, (kind, text) in enumerate(kinds)
+        RuleNode(
+            memory_id("rn", turn_id, "rule_node", f"{rule_index}:{j}"), kind, text, ord=j, when=when
+        )
+        for j, (kind, text, when) in enumerate(steps)
     ]
 
 

@@ -39,6 +39,7 @@ __all__ = [
     "entity_id",
     "extract",
     "is_health_related",
+    "related_drug_terms",
 ]
 
 MentionRole = Literal["subject", "object", "mention"]
@@ -83,12 +84,15 @@ class FactCandidate:
 @dataclass(frozen=True)
 class RuleCandidate:
     """Conditions (all must hold) and actions (in order); ``title`` is "<first condition> →
-    <first action>"."""
+    <first action>". ``otherwise`` are the else-branch's actions (in order; [] if none) and
+    ``tags`` a few lower-case topics ("health", the drugs and conditions the conditions name)."""
 
     title: str
     conditions: list[str]
     actions: list[str]
     text: str
+    otherwise: list[str]
+    tags: list[str]
 
 
 @dataclass(frozen=True)
@@ -207,6 +211,21 @@ DRUGS = frozenset(
     "motrin".split()
 )
 # Common endings of generic drug names (ACE inhibitors, beta blockers, statins, PPIs, …).
+# Drug classes a user names instead of a drug ("a painkiller"): each class and its members, so
+# that a rule about "an NSAID with aspirin" applies to "I want a painkiller".
+DRUG_CLASSES: dict[str, frozenset[str]] = {
+    "nsaid": frozenset("ibuprofen aspirin naproxen diclofenac advil motrin".split()),
+    "painkiller": frozenset(
+        "nsaid ibuprofen aspirin naproxen diclofenac acetaminophen paracetamol advil motrin "
+        "tylenol codeine".split()
+    ),
+    "antacid": frozenset("omeprazole pantoprazole".split()),
+    "blood thinner": frozenset("aspirin warfarin clopidogrel".split()),
+}
+DRUG_CLASS_NAMES: dict[str, str] = {
+    "nsaids": "nsaid", "painkillers": "painkiller", "analgesic": "painkiller",
+    "analgesics": "painkiller", "antacids": "antacid", "blood thinners": "blood thinner",
+}  # fmt: skip
 DRUG_SUFFIXES = (
     "pril", "olol", "sartan", "statin", "prazole", "cillin", "mycin", "floxacin", "profen",
     "dipine", "formin", "tidine", "oxetine", "triptan",
@@ -245,6 +264,59 @@ LANGUAGES = frozenset(
     "english spanish french german italian portuguese chinese mandarin cantonese japanese "
     "korean arabic hindi russian dutch swedish greek polish turkish".split()
 )
+# Words that refer to something only the conversation can resolve: an object holding one is not
+# a standing fact ("having them around", "the taste it adds", "making him happy").
+REFERRING_WORDS = frozenset(
+    "it its it's itself them they their theirs him his he she her hers us this these those "
+    "something anything everything nothing someone somebody anyone anybody everyone "
+    "everybody".split()
+)
+# Determiners that point at a thing in the conversation or someone else's ("I love this quote",
+# "I love their work"): a reaction to what was just shown, not a standing preference.
+DEICTIC_DETERMINERS = frozenset("this that these those his her their its your such".split())
+# Nouns that after "the" name an aspect of the thing at hand rather than something one can like
+# in general ("I love the colours and texture", "the way it turned out", "the vibe").
+ASPECT_NOUNS = frozenset(
+    "way idea thought feeling feel color colour texture smell taste look sound vibe energy "
+    "rush atmosphere design detail message theme concept structure view scenery quote name "
+    "part moment result effect shape style tone mood setting quality sense lighting "
+    "composition pic picture photo shot video".split()
+)
+# Attributive adjectives: an object ending in one is a noun phrase cut by a list split ("a safe,
+# inviting place" → "a safe") unless a copula gerund precedes it ("being healthy").
+DANGLING_ADJECTIVES = frozenset(
+    "safe warm welcoming inviting supportive loving caring positive peaceful quiet calm cozy "
+    "cosy friendly beautiful happy healthy strong comfortable creative open inclusive kind "
+    "nice great good new old big small little cute amazing awesome wonderful lovely special "
+    "cool sweet fresh bright".split()
+)
+# Gerunds that say nothing without their object ("I love to help" → "helping").
+LIGHT_GERUNDS = frozenset(
+    "helping doing making having getting being seeing trying taking giving putting going".split()
+)
+COPULA_GERUNDS = frozenset("being feeling staying getting keeping looking becoming".split())
+# Head nouns that coordinated genre words share ("fantasy and sci-fi movies": both are movies).
+GENRE_HEADS = frozenset(
+    "movies films books novels music songs shows series games podcasts stories comics "
+    "food dishes".split()
+)
+# Words in an object that make it a clause rather than a noun phrase ("skill is awesome").
+CLAUSE_MARKERS = frozenset(
+    "i i'm i've i'll you you're we is are was were am has had does did can will would".split()
+)
+# "I'm a rookie" / "a total beginner" says nothing without the domain the context supplies.
+GENERIC_ROLES = frozenset(
+    "newbie rookie beginner novice amateur pro expert natural mess wreck fan believer person "
+    "guy girl type kind one sucker".split()
+)
+INTENSIFIERS = frozenset("total complete real true big huge absolute bit little".split())
+# Words ending in "-ing" that are not gerunds.
+NOT_GERUNDS = frozenset(
+    "thing things nothing something anything everything king ring rings spring string wing "
+    "wings evening morning ceiling clothing wedding sibling siblings bring sing "
+    "sting swing".split()
+)
+_PREPOSITIONS = frozenset("to with about for in on of at from into by like over".split())
 # Capitalised words that start sentences or phrases but never name an entity.
 CAPITAL_STOPWORDS = frozenset(
     "I I'm I've I'll I'd The A An And But So Or If When Whenever Before After Then Always "
@@ -305,7 +377,8 @@ FUNCTION_WORDS = frozenset(
 )
 # Health and safety words for is_health_related (with DRUGS, MED_WORDS and CONDITIONS).
 HEALTH_WORDS = frozenset(
-    "allergic allergy allergies bpm bleeding bleed pain hurt injury injured doctor hospital "
+    "allergic allergy allergies bpm bleeding bleed pain painful painkiller painkillers hurt "
+    "hurts hurting ache aches aching sore injury injured doctor hospital "
     "emergency symptom symptoms surgery pregnant dizzy overdose risk safety danger dangerous "
     "warning prescription pharmacy clinic diagnosed".split()
 )
@@ -325,7 +398,7 @@ _OBJ = (
     r"(?=\s*(?:[.;:!?()\"\n]|$)"
     r"|\s*,\s*(?:and\s+|but\s+|so\s+|then\s+)?(?:I|I'm|I've|my|we|he|she|they|it|it's|that|"
     r"which|who|but|so|because|though|although|then|when|while|especially|also|plus|lol|"
-    r"haha|and|since|as|the|this|these|those|there|what|how|you|your|to|cause|cuz)\b"
+    r"haha|since|as|the|this|these|those|there|what|how|you|your|to|cause|cuz)\b"
     r"|\s*,\s*'cause\b"
     r"|\s+(?:but|so|because|since|as|when|whenever|while|which|who|though|although|if|"
     r"unless|until|then|whereas|cause|cuz)\b|\s+'cause\b"
@@ -393,7 +466,8 @@ _F_MED = _rx(_first_person(r"take|started\s+taking|use", "taking|on") + rf"\s+{_
 _F_LIKE = _rx(
     rf"{_I}(?:{_ADV}(?P<neg>\s+(?:don't|do\s+not|never|no\s+longer))?{_ADV}\s+"
     r"(?P<verb>love|like|enjoy|adore|hate|dislike|detest|loathe|can't\s+stand|cannot\s+stand)|"
-    r"(?:'m|\s+am)(?P<not>\s+not)?\s+(?:(?:a\s+)?(?:big\s+|huge\s+)?fan\s+of|into|"
+    rf"(?:'m|\s+am)(?P<not>\s+not)?{_ADV}\s+(?:(?:a\s+)?(?:big\s+|huge\s+|massive\s+|"
+    r"lifelong\s+|long-time\s+)?fan\s+of|(?:a\s+)?(?:total\s+|real\s+|big\s+)?sucker\s+for|into|"
     r"(?:obsessed\s+with|passionate\s+about|crazy\s+about))|"
     rf"(?:'ve|\s+have)\s+always\s+(?P<past>loved|liked|enjoyed|hated))\s+{_OBJ}"
 )
@@ -414,7 +488,9 @@ _F_IS_MY_RELATIVE = re.compile(
     r"\b(?P<name>[A-Z][a-z]+)\s+is\s+my\s+(?:(?:older|younger|little|big|best|twin)\s+)?"
     rf"(?P<kind>{'|'.join(sorted(RELATIONSHIP_WORDS, key=len, reverse=True))})\b(?!')"
 )
-_F_IDENTITY = _rx(rf"{_I}(?:'m|\s+am)(?P<neg>\s+not)?{_ADV}\s+(?P<art>an?\s+)?{_OBJ}")
+_F_IDENTITY = _rx(
+    rf"{_I}(?:'m|\s+am|'ve\s+been|\s+have\s+been)(?P<neg>\s+not)?{_ADV}\s+(?P<art>an?\s+)?{_OBJ}"
+)
 _NAMED = re.compile(
     r"^(?P<kind>[\w\s-]+?)\s+(?:named|called)\s+(?P<name>[A-Z][a-z]+(?:\s+[A-Z][a-z]+)?)$"
 )
@@ -433,12 +509,30 @@ _CONDITION_PHRASE = _rx(
     r"\b\w+(?:itis|osis|emia|algia|pathy)\b"
 )
 _HEALTH_PHRASE = _rx(r"blood[\s-](?:pressure|sugar)|heart\s+rate")
+# Fact objects: a dash ends one ("pottery - the creativity…"); adverbs and durations around it
+# are not part of it ("bowling itself", "also cheese pizza", "vegetarian for ten years").
+_DASH_TAIL = re.compile(r"\s+[-–—]+\s+.*$|\s*[–—].*$")
+_FACT_FILLER = _rx(
+    r"(?:\s+(?:sometimes|often|itself|themselves|honestly|personally|to\s+be\s+honest|"
+    r"in\s+general|the\s+most|most\s+of\s+all|big\s+time|a\s+ton|really|actually|anyway|"
+    r"especially|for\s+(?:\w+\s+){0,2}(?:years?|months?|weeks?|decades?|ages|while|time)))+$"
+)
+_LEADING_ADVERBS = _rx(
+    r"^(?:(?:also|really|just|even|still|both|especially|totally|absolutely|actually|mostly|"
+    r"mainly|simply|truly|definitely|now|then)\s+)+"
+)
+# Examples after a head ("strategy games like Civilization and Total War") are not list items.
+_EXAMPLES = _rx(r"\s*,?\s+(?:like|such\s+as|including|especially|particularly|e\.g\.)\s+.*$")
+# A list separator, kept so a list can be told from an afterthought ("coffee, honestly").
+_LIST_SEP = _rx(r"(\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or|&)\s+)")
+_CONJUNCTION = _rx(r"\b(?:and|or)\b|&")
+_RELATIVE_LIST = re.compile(r",?\s+(?:and|or|&)\s")
 
 # Rules.
 _R_PREFIX = _rx(
     r"^\s*(?:and\s+|so\s+|also\s+|please\s+|remember(?:\s*:\s*|\s+that\s+)|rule\s*:\s*)?"
     r"(?P<kw>if|when|whenever|every\s+time|each\s+time|any\s*time|before|after|once)\s+"
-    r"(?P<cond>.+?)(?:\s*,\s*(?:then\s+)?|\s+then\s+)(?P<act>.+)$"
+    r"(?P<cond>.+?)(?:\s*,\s*(?:then\s+)?|\s*:\s+(?:then\s+)?|\s+then\s+)(?P<act>.+)$"
 )
 _R_POSTFIX = _rx(
     rf"^\s*(?P<act>(?:always|never|please|remember\s+to|make\s+sure\s+(?:to|you)|don't|"
@@ -471,6 +565,16 @@ _R_CHITCHAT = _rx(
 )
 _ACTION_SPLIT = _rx(r"\s*(?:,\s*then\s+|,?\s+and\s+then\s+|;\s*|\s+then\s+)")
 _CONDITION_SPLIT = _rx(r"\s*,?\s+(?:and|or)\s+(?=(?:I|I'm|it|it's|you|we|he|she|they|there|my)\b)")
+# The else-branch after a separator: ", otherwise B", "; else B", ", or else B", "; if not, B".
+_R_ELSE = _rx(
+    r"(?:\s*[,;]\s*|\s+[-–—]\s+)(?:and\s+|but\s+|or\s+)?"
+    r"(?:(?:otherwise|else)\b\s*[,:]?|if\s+not\s*[,:])\s*"
+)
+# Where a sentence holds several rules: "If X, A; if Y, B" (not "; if not, B", an else).
+_R_CLAUSES = _rx(r"\s*;\s*(?:and\s+|but\s+)?(?=(?:if|when|whenever)\s+(?!not\b))")
+# A comma list of steps ("take off your shoes, wash your hands") when every item is an action.
+_STEP_LIST = _rx(r"\s*,\s*(?:and\s+)?")
+MAX_RULE_TAGS = 3
 
 # Tasks.
 _T_REMIND = _rx(
@@ -590,6 +694,18 @@ def entity_id(name: str, type: EntityType) -> str:
     return "ent_" + digest.hexdigest()[:16]
 
 
+def related_drug_terms(tokens: set[str]) -> set[str]:
+    """The drug classes and class members related to ``tokens`` (lower-case words): a class
+    brings its members, a member its classes ("painkiller" → ibuprofen, nsaid, …)."""
+    related: set[str] = set()
+    for token in tokens:
+        name = DRUG_CLASS_NAMES.get(token, token)
+        if name in DRUG_CLASSES:
+            related |= DRUG_CLASSES[name] | {name}
+        related |= {c for c, members in DRUG_CLASSES.items() if token in members}
+    return related - tokens
+
+
 def is_health_related(text: str) -> bool:
     """Whether ``text`` mentions a drug, medication, condition or a health/safety term."""
     words = [w.lower() for w in _WORD.findall(text)]
@@ -705,8 +821,15 @@ def _overlaps(spans: list[tuple[int, int]], start: int, end: int) -> bool:
 
 def _object_text(m: re.Match[str], sentence: _Sentence, times: list[TimeMention]) -> str:
     """The ``obj`` group with time expressions, leading determiners and filler removed."""
-    obj = _cut_times(m["obj"], sentence.start + m.start("obj"), times)
-    return _LEADING_DET.sub("", _TRAILING_FILLER.sub("", obj)).strip(" ,'-")
+    return _LEADING_DET.sub("", _raw_object(m, sentence, times)).strip(" ,'-")
+
+
+def _raw_object(m: re.Match[str], sentence: _Sentence, times: list[TimeMention]) -> str:
+    """The ``obj`` group up to a dash, without time expressions, filler or leading adverbs; its
+    determiner is kept ("the colour", "this quote")."""
+    obj = _DASH_TAIL.sub("", _cut_times(m["obj"], sentence.start + m.start("obj"), times))
+    obj = _TRAILING_FILLER.sub("", _FACT_FILLER.sub("", _TRAILING_FILLER.sub("", obj)))
+    return _LEADING_ADVERBS.sub("", obj.strip(" ,'-")).strip(" ,'-")
 
 
 def _cut_times(segment: str, at: int, times: list[TimeMention]) -> str:
@@ -719,9 +842,130 @@ def _cut_times(segment: str, at: int, times: list[TimeMention]) -> str:
 
 
 def _usable(obj: str, max_words: int = 6) -> bool:
-    """A short noun-like phrase, not a pronoun or the start of another clause."""
-    words = obj.split()
-    return 0 < len(words) <= max_words and words[0].lower() not in NON_OBJECTS
+    """A short noun-like phrase that stands on its own: not a pronoun or the start of another
+    clause, holding no word that refers to the context ("having them around") and no verb of a
+    clause ("skill is awesome"), not cut off after an adjective ("creating a safe")."""
+    words = obj.lower().split()
+    if not 0 < len(words) <= max_words or words[0] in NON_OBJECTS:
+        return False
+    if len(words) == 1 and words[0] in LIGHT_GERUNDS:
+        return False
+    if REFERRING_WORDS.intersection(words) or CLAUSE_MARKERS.intersection(words):
+        return False
+    if any(w == "that" and _demonstrative(words, i) for i, w in enumerate(words)):
+        return False
+    return not (
+        words[-1] in DANGLING_ADJECTIVES and (len(words) < 2 or words[-2] not in COPULA_GERUNDS)
+    )
+
+
+def _demonstrative(words: list[str], i: int) -> bool:
+    """Whether "that" at ``words[i]`` points ("escaping to that world", "sharing that") rather
+    than starting a relative clause ("stories that matter")."""
+    return (
+        i == len(words) - 1 or i == 0 or words[i - 1] in _PREPOSITIONS or _gerund_word(words[i - 1])
+    )
+
+
+def _gerund_word(word: str) -> bool:
+    word = word.lower()
+    return len(word) > 4 and word.endswith("ing") and word not in NOT_GERUNDS
+
+
+def _is_gerund(item: str) -> bool:
+    """ "hiking", "not being stuck": an item led by an -ing verb."""
+    words = item.split()
+    if words and words[0].lower() == "not":
+        words = words[1:]
+    return bool(words) and _gerund_word(words[0])
+
+
+def _gerund(verb: str) -> str:
+    """The -ing form of a base verb: read → reading, hike → hiking, get → getting."""
+    v = verb.lower()
+    if v.endswith("ie"):
+        return v[:-2] + "ying"
+    if v.endswith("e") and not v.endswith(("ee", "ye", "oe")) and v != "be":
+        return v[:-1] + "ing"
+    if re.fullmatch(r"[^aeiou]*[aeiou][bdgmnprt]", v):
+        return v + v[-1] + "ing"
+    return v + "ing"
+
+
+def _items(obj: str) -> list[str]:
+    """The items of a list object, [] when the list cannot be read reliably.
+
+    Examples after "like/such as" are dropped; parts joined by commas alone are an afterthought,
+    not a list ("coffee, honestly" → coffee); after a gerund phrase with a complement, a part
+    that is not a gerund continues that complement ("improving education and infrastructure");
+    "to read" becomes "reading" (all items must then be infinitives); genre words share the head
+    of the last item ("fantasy and sci-fi movies" → fantasy movies, sci-fi movies).
+    """
+    examples = _EXAMPLES.search(obj)
+    if examples and REFERRING_WORDS.intersection(examples.group().lower().split()):
+        return []  # "places like this"
+    parts = _LIST_SEP.split(obj[: examples.start()] if examples else obj)
+    items = [_LEADING_ADVERBS.sub("", i) for i in parts[0::2]]
+    seps = parts[1::2]
+    if seps and not any(_CONJUNCTION.search(s) for s in seps):
+        items, seps = items[:1], []
+    infinitive = items[0].lower().startswith("to ")
+    out = [items[0]]
+    for sep, item in zip(seps, items[1:], strict=True):
+        if infinitive and not item.lower().startswith("to "):
+            return []
+        if _continues(out, item):
+            out[-1] += sep + item
+        else:
+            out.append(item)
+    if infinitive:
+        out = [_infinitive_to_gerund(i) for i in out]
+    out = [_LEADING_DET.sub("", i).strip(" ,'-") for i in out]
+    head = out[-1].split()[-1] if out[-1] else ""
+    if len(out) > 1 and len(out[-1].split()) == 2 and head.lower() in GENRE_HEADS:
+        out = [_with_head(i, head) for i in out[:-1]] + out[-1:]
+    return out
+
+
+def _max_words(item: str) -> int:
+    """Gerund phrases carry their complements; a merged "X and Y" item two more words."""
+    return 10 if _is_gerund(item) else 8 if _CONJUNCTION.search(item) else 6
+
+
+def _continues(out: list[str], item: str) -> bool:
+    """Whether a list part continues the previous item's complement: after a gerund phrase, a
+    part that is not a gerund ("improving education and infrastructure"); after a prepositional
+    phrase, a bare word ("books about personal development and mindset")."""
+    previous = out[-1].lower().split()
+    if _is_gerund(out[0]) and not _is_gerund(item) and len(previous) > 1:
+        return True
+    return (
+        len(item.split()) == 1
+        and not _is_gerund(item)
+        and any(w in _PREPOSITIONS - {"like"} for w in previous[1:])
+    )
+
+
+def _with_head(item: str, head: str) -> str:
+    """ "fantasy" + "movies" → "fantasy movies"; a plural or a gerund is a thing of its own."""
+    if len(item.split()) != 1 or item.lower().endswith("s") or _is_gerund(item):
+        return item
+    return f"{item} {head}"
+
+
+def _infinitive_to_gerund(item: str) -> str:
+    words = item.split()[1:]  # drop "to"
+    return " ".join([_gerund(words[0]), *words[1:]]) if words else ""
+
+
+def _aspect(item: str) -> bool:
+    """Whether an item names an aspect of a thing ("colour", "the way it…") by its first or
+    last word."""
+    words = item.lower().split()
+    return any(
+        w in ASPECT_NOUNS or (w.endswith("s") and w[:-1] in ASPECT_NOUNS)
+        for w in (words[0], words[-1])
+    )
 
 
 def _fact(
@@ -753,10 +997,20 @@ def _list_facts(
     confidence: float,
     negated: bool = False,
 ) -> list[_Located]:
-    """One fact per item of a list object ("ibuprofen, aspirin and penicillin")."""
-    obj = _object_text(m, sentence, times)
-    items = [_LEADING_DET.sub("", i).strip() for i in _LIST_SPLIT.split(obj)]
-    if not obj or not all(_usable(i) for i in items):
+    """One fact per item of a list object ("ibuprofen, aspirin and penicillin"); none when the
+    object points at the context ("this quote", "their work", "the colour and texture") or any
+    item is not a self-contained phrase."""
+    raw = _raw_object(m, sentence, times)
+    first = raw.lower().split()[:1]
+    if not first or first[0] in DEICTIC_DETERMINERS:
+        return []
+    items = _items(raw)
+    if items and all(_is_gerund(i) for i in items):
+        # parallel gerund phrases split reliably: drop only the items that do not stand alone
+        items = [i for i in items if _usable(i, 10)]
+    if not items or not all(_usable(i, _max_words(i)) for i in items):
+        return []
+    if first[0] == "the" and any(_aspect(i) for i in items):
         return []
     return [_fact(m, sentence, relation, i, kind, confidence, negated=negated) for i in items]
 
@@ -901,6 +1155,8 @@ def _h_my_relative(m: re.Match[str], s: _Sentence, _t: list[TimeMention]) -> lis
     kind, name = m["kind"].lower(), m["name"]
     if name.split()[0] in CAPITAL_STOPWORDS:
         return []
+    if m.re is _F_MY_RELATIVE and "," in m.group() and _RELATIVE_LIST.match(s.text, m.end()):
+        return []  # "my sister, Anna and I": a list of people, not a name in apposition
     return [_relation(m, s, "owns" if kind in PETS else "relationship", name, kind)]
 
 
@@ -915,6 +1171,11 @@ def _h_identity(m: re.Match[str], s: _Sentence, t: list[TimeMention]) -> list[_L
             return []
     elif words[0] not in IDENTITY_WORDS:
         return []
+    been = "been" in s.text[m.start() : m.start("obj")].lower()
+    if been and not (words[-1] in OCCUPATIONS or words[0] in IDENTITY_WORDS):
+        return []  # "I've been a nurse/vegan (for years)", not "I've been a fool"
+    if words[-1] in GENERIC_ROLES and all(w in INTENSIFIERS for w in words[:-1]):
+        return []  # "I'm still a rookie", "a total beginner": at what, the context says
     negated = bool(m["neg"])
     if words[-1] in OCCUPATIONS:
         return [_fact(m, s, "works_as", obj, EntityType.OTHER, 0.8, negated=negated)]
@@ -939,13 +1200,13 @@ _FACT_RULES: tuple[tuple[re.Pattern[str], _FactHandler, tuple[str, ...]], ...] =
     (_F_WORK_AT, _h_work_at, ("work", "job", "employed")),
     (_F_MED, _h_medication, ("take", "taking", " on ", "use")),
     (_F_LIKE, _h_like, ("love", "like", "enjoy", "adore", "hate", "detest", "loathe", "stand",
-                        "fan of", "into", "obsessed", "passionate", "crazy")),
+                        "fan of", "into", "obsessed", "passionate", "crazy", "sucker")),
     (_F_PREFER, _h_prefer, ("prefer",)),
     (_F_SKILL, _h_skill, ("know how", "play", "speak", "good at", "great at", "skilled",
                           "fluent")),
     (_F_OWN, _h_own, (" own ",)),
     (_F_HAVE, _h_have, ("have", "'ve")),
-    (_F_IDENTITY, _h_identity, ("i'm", "i am")),
+    (_F_IDENTITY, _h_identity, ("i'm", "i am", "been")),
 )  # fmt: skip
 
 
@@ -954,25 +1215,74 @@ _FACT_RULES: tuple[tuple[re.Pattern[str], _FactHandler, tuple[str, ...]], ...] =
 
 
 def _rules(sentence: _Sentence) -> list[RuleCandidate]:
-    """If/when-then rules of one sentence: prefix, postfix ("always Y when X") or arrows."""
+    """If/when-then rules of one sentence: prefix ("if X, A" / "when X: A, then B"), postfix
+    ("always A when X") or arrows.
+
+    A rule may end in an else-branch ("If X, A, otherwise B" / "else B" / "or else B" /
+    "; if not, B"); it is kept in ``otherwise`` when its first step is an action and it is not
+    narrated in the past, else dropped (the main line stays). Clauses joined by "; if …"
+    ("If it's sunny, cycle; if it rains, take the bus") become separate rules: a pattern cannot
+    tell exclusive cases from independent rules, and separate rules are right in both readings;
+    such a sentence keeps no else-branch, whose scope is unclear.
+    """
     s = sentence.text
     if _R_ARROW.search(s):
         parts = [p.strip() for p in _R_ARROW.split(s) if p.strip()]
         if len(parts) >= 2:
-            return [_rule([parts[0]], parts[1:], s)]
+            return [_rule([parts[0]], parts[1:], [], s)]
+    clauses = [c.strip() for c in _R_CLAUSES.split(s) if c.strip()]
+    if len(clauses) == 1:
+        found = [_clause_rule(s, keep_else=True)]
+    else:
+        found = [_clause_rule(c, keep_else=False) for c in clauses]
+    return [r for r in found if r is not None]
+
+
+def _clause_rule(s: str, keep_else: bool) -> RuleCandidate | None:
     m = _R_PREFIX.match(s) or _R_POSTFIX.match(s)
-    if m is None or _R_PAST.search(m["cond"]) or _R_CHITCHAT.match(m["cond"]):
-        return []
+    if m is None:
+        return None
+    cond, act = m["cond"], m["act"]
+    # The else-branch ends the sentence: after the actions (prefix) or the condition (postfix).
+    if m.re is _R_PREFIX:
+        act, otherwise = _split_else(act)
+    else:
+        cond, otherwise = _split_else(cond)
+    if _R_PAST.search(cond) or _R_CHITCHAT.match(cond):
+        return None
     keyword = " ".join(m["kw"].lower().split())
     if m.re is _R_POSTFIX and keyword in ("before", "after") and not _R_ADVICE.match(m["act"]):
-        return []  # "Take omeprazole 30 min before dinner" is a to-do, not a rule
-    conditions = [c.strip() for c in _CONDITION_SPLIT.split(m["cond"]) if c.strip()]
+        return None  # "Take omeprazole 30 min before dinner" is a to-do, not a rule
+    conditions = [c.strip() for c in _CONDITION_SPLIT.split(cond) if c.strip()]
     if keyword in ("before", "after", "once"):
         conditions = [f"{keyword} {c}" for c in conditions]
-    actions = [a.strip(" ,") for a in _ACTION_SPLIT.split(m["act"]) if a.strip(" ,")]
+    actions = _steps(act)
     if not _meaningful(conditions) or not actions or not _is_action(actions[0]):
-        return []
-    return [_rule(conditions, actions, s)]
+        return None
+    branch = _steps(otherwise) if keep_else else []
+    if branch and (not _is_action(branch[0]) or _R_PAST.search(otherwise)):
+        branch = []
+    return _rule(conditions, actions, branch, s)
+
+
+def _split_else(text: str) -> tuple[str, str]:
+    """``text`` before its else-marker and the else-branch after it ("" if there is none)."""
+    m = _R_ELSE.search(text)
+    if m is None:
+        return text, ""
+    return text[: m.start()], text[m.end() :].strip(" ,")
+
+
+def _steps(text: str) -> list[str]:
+    """Actions in order: split at "then" and ";", and at commas when every item is an action."""
+    steps: list[str] = []
+    for part in _ACTION_SPLIT.split(text):
+        part = part.strip(" ,")
+        if not part:
+            continue
+        items = [i.strip(" ,") for i in _STEP_LIST.split(part) if i.strip(" ,")]
+        steps += items if len(items) > 1 and all(_is_action(i) for i in items) else [part]
+    return steps
 
 
 def _meaningful(conditions: list[str]) -> bool:
@@ -990,8 +1300,22 @@ def _is_action(text: str) -> bool:
     return bool(_R_ACTION.match(text)) and not _R_NOT_ACTION.match(text)
 
 
-def _rule(conditions: list[str], actions: list[str], text: str) -> RuleCandidate:
-    return RuleCandidate(_shorten(f"{conditions[0]} → {actions[0]}"), conditions, actions, text)
+def _rule(
+    conditions: list[str], actions: list[str], otherwise: list[str], text: str
+) -> RuleCandidate:
+    title = _shorten(f"{conditions[0]} → {actions[0]}")
+    return RuleCandidate(title, conditions, actions, text, otherwise, _tags(conditions, text))
+
+
+def _tags(conditions: list[str], text: str) -> list[str]:
+    """Tags: 'health' for a health-related rule, then the drugs and conditions it names
+    (canonical names; its conditions' first, then the rest in text order); at most
+    MAX_RULE_TAGS."""
+    tags = ["health"] if is_health_related(text) else []
+    for word in _WORD.findall(" ".join([*conditions, text])):
+        if _is_drug(word) or word.lower() in CONDITIONS - AMBIGUOUS_CONDITIONS:
+            tags.append(canonical_name(word))
+    return list(dict.fromkeys(tags))[:MAX_RULE_TAGS]
 
 
 def _shorten(text: str, limit: int = 80) -> str:

@@ -677,10 +677,19 @@ class GraphStore:
             self._write_rule_nodes(conn, rule.id, sorted(rule.nodes, key=lambda n: (n.ord, n.id)))
 
     def _write_rule_nodes(self, conn: Any, rule_id: str, nodes: Sequence[RuleNode]) -> None:
-        """Create a rule's nodes (given in (ord, id) order) and its tree.
+        """Create a rule's nodes (given in (ord, id) order) and its tree::
 
-        Nodes without ``when`` form the main line, linked by NEXT_STEP; a node with ``when`` is an
-        alternative hung by BRANCH(when) from the main-line node before it (a root if none is).
+            Rule -HAS_NODE-> every node
+            C1 -NEXT_STEP-> C2 -NEXT_STEP-> SEQUENCE -NEXT_STEP-> A1 -NEXT_STEP-> A2
+            SEQUENCE -BRANCH(when)-> BRANCH(when) -NEXT_STEP-> B1 -NEXT_STEP-> B2
+
+        The main line is the nodes without ``when``, chained in order (conditions lead to the
+        sequence, the sequence to its actions). The nodes sharing one ``when`` form that case's
+        branch: its first node (the BRANCH node in the shared layout) hangs by BRANCH(when) from
+        the anchor, the main line's first SEQUENCE node (else its last CONDITION; a rule with
+        neither leaves the branch a root), and the rest follow it by NEXT_STEP. Branches are flat:
+        a branch inside a branch is not represented. The caller removed the rule's old nodes, so
+        re-writing a rule reproduces the same tree.
         """
         self._execute(
             conn,
@@ -695,20 +704,27 @@ class GraphStore:
                 ],
             },
         )
-        main_line: list[str] = []
-        branches: list[dict[str, str]] = []
+        main_line = [n for n in nodes if n.when is None]
+        cases: dict[str, list[str]] = {}
         for node in nodes:
-            if node.when is None:
-                main_line.append(node.id)
-            elif main_line:
-                branches.append({"src": main_line[-1], "dst": node.id, "when": node.when})
-        if len(main_line) > 1:
+            if node.when is not None:
+                cases.setdefault(node.when, []).append(node.id)
+        sequence = [n.id for n in main_line if n.kind is RuleNodeKind.SEQUENCE]
+        conditions = [n.id for n in main_line if n.kind is RuleNodeKind.CONDITION]
+        anchor = sequence[0] if sequence else conditions[-1] if conditions else None
+        steps = _pairs([n.id for n in main_line])
+        branches: list[dict[str, str]] = []
+        for when, ids in cases.items():
+            steps += _pairs(ids)
+            if anchor is not None:
+                branches.append({"src": anchor, "dst": ids[0], "when": when})
+        if steps:
             self._execute(
                 conn,
                 "create_next_steps",
                 "UNWIND $pairs AS p MATCH (a:RuleNode {id: p.src}), (b:RuleNode {id: p.dst}) "
                 "CREATE (a)-[:NEXT_STEP]->(b)",
-                {"pairs": _pairs(main_line)},
+                {"pairs": steps},
             )
         if branches:
             self._execute(
@@ -918,18 +934,48 @@ class GraphStore:
             grouped.setdefault(rule_id, []).append(text)
         return list(grouped.items())
 
-    def rule_tree(self, rule_id: str) -> list[RuleNode]:
-        """A rule's nodes in (ord, id) order; [] for an unknown rule."""
-        rows = self._read(
-            "rule_tree",
-            "MATCH (:Rule {id: $id})-[:HAS_NODE]->(n:RuleNode) "
-            "RETURN n.id, n.kind, n.text, n.ord, n.`when` ORDER BY n.ord, n.id",
-            {"id": rule_id},
-        )
-        return [
-            RuleNode(nid, RuleNodeKind(kind), text, int(ord_), when)
-            for nid, kind, text, ord_, when in rows
+    def rule_tree(
+        self, rule_id: str, *, edges: bool = False
+    ) -> list[RuleNode] | tuple[list[RuleNode], list[tuple[str, str, str, str | None]]]:
+        """A rule's nodes in (ord, id) order; [] for an unknown rule.
+
+        With ``edges=True``: ``(nodes, edges)``, read from one committed state, where ``edges``
+        are the tree's ``(rel, src, dst, when)`` between the rule's nodes, ``rel`` "NEXT_STEP"
+        (``when`` None) or "BRANCH", sorted (see ``_write_rule_nodes`` for the shape).
+        """
+        key = {"id": rule_id}
+        statements = [
+            (
+                "MATCH (:Rule {id: $id})-[:HAS_NODE]->(n:RuleNode) "
+                "RETURN n.id, n.kind, n.text, n.ord, n.`when` ORDER BY n.ord, n.id",
+                key,
+            )
         ]
+        if edges:
+            statements += [
+                (
+                    "MATCH (:Rule {id: $id})-[:HAS_NODE]->(a:RuleNode)-[:NEXT_STEP]->(b:RuleNode) "
+                    "RETURN a.id, b.id",
+                    key,
+                ),
+                (
+                    "MATCH (:Rule {id: $id})-[:HAS_NODE]->(a:RuleNode)-[e:BRANCH]->(b:RuleNode) "
+                    "RETURN a.id, b.id, e.`when`",
+                    key,
+                ),
+            ]
+        results = self._read_all("rule_tree", statements)
+        nodes = [
+            RuleNode(nid, RuleNodeKind(kind), text, int(ord_), when)
+            for nid, kind, text, ord_, when in results[0]
+        ]
+        if not edges:
+            return nodes
+        links: list[tuple[str, str, str, str | None]] = [
+            ("NEXT_STEP", a, b, None) for a, b in results[1]
+        ]
+        links += [("BRANCH", a, b, when) for a, b, when in results[2]]
+        return nodes, sorted(links, key=lambda e: (e[0], e[1], e[2], e[3] or ""))
 
     # tasks
 

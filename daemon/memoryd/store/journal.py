@@ -858,7 +858,8 @@ class Journal:
         """Live, still valid facts of ``subject`` with one of ``relations`` (indexed lookup)."""
         marks = ",".join("?" * len(relations))
         rows = self._query(
-            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE type = 'semantic' AND deleted = 0"
+            f"SELECT {MEMORY_COLUMNS} FROM memories INDEXED BY facts_by_key"
+            " WHERE type = 'semantic' AND deleted = 0"
             " AND json_extract(payload, '$.subject') = ?"
             f" AND json_extract(payload, '$.relation') IN ({marks})"
             " AND json_extract(payload, '$.valid_to') IS NULL ORDER BY num",
