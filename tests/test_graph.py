@@ -15,6 +15,7 @@ import sys
 import threading
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta, timezone
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -87,6 +88,16 @@ def ingest(store: GraphStore, seq: int, turn: Turn, *memories: Memory) -> None:
     store.apply_turn(seq, turn, list(memories))
 
 
+def timeline_edges(store: GraphStore, episode_ids: Sequence[str]) -> dict[str, str]:
+    """Each episode's PRECEDES successor; an episode with two would fail the caller's check."""
+    edges = {}
+    for episode_id in episode_ids:
+        for successor in store.timeline(episode_id, later=True, hops=1):
+            assert episode_id not in edges, f"{episode_id} has two successors"
+            edges[episode_id] = successor
+    return edges
+
+
 def ingest_episodes(store: GraphStore, session: str, minutes: Sequence[float]) -> list[str]:
     """One turn and one episode per entry of ``minutes``, applied in that order."""
     ids = []
@@ -116,6 +127,9 @@ class TestGraphContract:
         assert store.open_tasks() == []
         assert store.memory_ids_for_turn("nope") == []
         assert not store.has_turn("nope")
+        assert store.timeline("nope", later=True, hops=3) == []
+        assert store.episodes_mentioning(["nope"], 5) == {}
+        assert store.episodes_in_window(at(0), at(60), 5) == []
 
     def test_apply_turn_is_idempotent(self, store: GraphStore) -> None:
         turn = make_turn("t1")
@@ -195,6 +209,71 @@ class TestGraphContract:
             "s1-e1": ["s1-e2"],
             "s1-e2": ["s1-e0", "s1-e1"],
         }
+
+    def test_timeline_chains_all_sessions_by_ts_whatever_the_arrival_order(
+        self, store: GraphStore
+    ) -> None:
+        # Sessions interleave in time and arrive out of order, as imports of old chats do.
+        ingest_episodes(store, "s1", [30, 10, 20, 20, 0])
+        ingest_episodes(store, "s2", [15, 5, 40])
+        order = ["s1-e4", "s2-e1", "s1-e1", "s2-e0", "s1-e2", "s1-e3", "s1-e0", "s2-e2"]
+
+        assert timeline_edges(store, order) == dict(pairwise(order))
+        assert store.timeline(order[0], later=True, hops=30) == order[1:]
+        assert store.timeline(order[-1], later=False, hops=30) == order[-2::-1]
+        assert store.timeline("s1-e2", later=True, hops=2) == ["s1-e3", "s1-e0"]
+        assert store.timeline("s1-e2", later=False, hops=2, session_only=True) == ["s1-e1", "s1-e4"]
+        with pytest.raises(ValueError):
+            store.timeline(order[0], later=True, hops=31)
+
+    def test_timeline_survives_deletes_moves_and_reapplies(self, store: GraphStore) -> None:
+        ingest_episodes(store, "s1", [0, 20, 40])
+        ingest_episodes(store, "s2", [10, 30])
+        store.delete_memory(10, "s2-e0")
+        turn = make_turn("s1-t1", "s1", 20)
+        store.upsert_memories(11, [make_episode("s1-e1", turn, ts=at(50))])
+        again = make_turn("s2-t1", "s2", 30)
+        ingest(store, 12, again, make_episode("s2-e1", again))
+        order = ["s1-e0", "s2-e1", "s1-e2", "s1-e1"]
+
+        assert timeline_edges(store, order) == dict(pairwise(order))
+        assert store.timeline("s1-e0", later=True, hops=30) == order[1:]
+
+    def test_timeline_is_backfilled_for_a_database_without_one(self, tmp_path: Path) -> None:
+        path = tmp_path / "graph.db"
+        with open_store(path) as store:
+            ingest_episodes(store, "s1", [10, 0])
+            ingest_episodes(store, "s2", [5])
+            with store._transaction() as conn:  # what a database from before PRECEDES holds
+                store._execute(conn, "drop", "MATCH ()-[r:PRECEDES]->() DELETE r")
+            assert store.timeline("s1-e1", later=True, hops=5) == []
+        with open_store(path) as store:
+            assert store.timeline("s1-e1", later=True, hops=5) == ["s2-e0", "s1-e0"]
+        with open_store(path) as store:  # a second open adds nothing
+            assert timeline_edges(store, ["s1-e1", "s2-e0"]) == {
+                "s1-e1": "s2-e0",
+                "s2-e0": "s1-e0",
+            }
+
+    def test_episodes_by_entity_and_by_time(self, store: GraphStore) -> None:
+        turn = make_turn("t1")
+        later = make_turn("t2", minutes=120)
+        dated = make_episode("dated", turn, "Bob")
+        dated.event_time = at(24 * 60)
+        ingest(store, 1, turn, make_episode("ann", turn, "Ann"), dated)
+        ingest(store, 2, later, make_episode("both", later, "Ann", "Bob"))
+        ann, bob = person("Ann").id, person("Bob").id
+
+        assert store.episodes_mentioning([ann, bob], 10) == {
+            "both": sorted([ann, bob]),
+            "dated": [bob],
+            "ann": [ann],
+        }
+        assert list(store.episodes_mentioning([ann, bob], 1)) == ["both"]
+        # An episode's time is its event_time when it has one, else its ts.
+        assert store.episodes_in_window(at(0), at(180), 10) == ["ann", "both"]
+        assert store.episodes_in_window(at(23 * 60), at(25 * 60), 10) == ["dated"]
+        assert store.episodes_in_window(at(0), at(180), 1) == ["ann"]
 
     def test_episodes_sharing_entities(self, store: GraphStore) -> None:
         turn = make_turn("t1")
@@ -467,6 +546,9 @@ class TestGraphContract:
             lambda: store.entities_of(["e"]),
             lambda: store.facts_about(["x"]),
             lambda: store.rule_tree("r"),
+            lambda: store.timeline("e", later=True, hops=1),
+            lambda: store.episodes_mentioning(["x"], 3),
+            lambda: store.episodes_in_window(at(0), at(1), 3),
         ]
         for call in calls:
             with pytest.raises(ClosedError, match="graph store is closed"):

@@ -247,6 +247,11 @@ def ingest(
 @click.argument("text")
 @click.option("--user", "user_id", required=True)
 @click.option("-k", "--k", type=click.IntRange(1, 200), default=10, show_default=True)
+@click.option("--entity", "entities", multiple=True, help="Only memories about this name.")
+@click.option("--person", "people", multiple=True, help="Only memories about this person.")
+@click.option("--when", help="Only episodes in this time: 'last Friday', 'two weeks ago'.")
+@click.option("--before", help="Episodes before this event (text or episode id).")
+@click.option("--after", help="Episodes after this event (text or episode id).")
 @click.option("--json", "as_json", is_flag=True, help="Print the full JSON reply.")
 @_domain_errors
 def query(
@@ -256,14 +261,22 @@ def query(
     text: str,
     user_id: str,
     k: int,
+    entities: tuple[str, ...],
+    people: tuple[str, ...],
+    when: str | None,
+    before: str | None,
+    after: str | None,
     as_json: bool,
 ) -> None:
     """Ask USER's memory TEXT; print the rendered context (or --json)."""
     from memoryd.api.routes import query_reply
 
+    params = QueryParams(
+        query=text, k=k, entities=entities, people=people, when=when, before=before, after=after
+    )
     config = _load(config_path, data_dir=data_dir, model_dir=model_dir)
     with _service(config) as service:
-        result = service.query(user_id, QueryParams(query=text, k=k))
+        result = service.query(user_id, params)
         if as_json:
             click.echo(json.dumps(query_reply(text, result), indent=2, default=str))
         else:

@@ -335,13 +335,16 @@ class MemoryService:
     # -- read path ---------------------------------------------------------------------------
 
     def query(self, user_id: str, params: QueryParams) -> QueryResult:
-        """Typed, explained retrieval. A user with no data gets an empty result."""
+        """Typed, explained retrieval. A user with no data gets an empty result.
+
+        With ``before``/``after`` the anchor text is what gets embedded: it finds the anchor
+        episode, whose timeline neighbours are the answer (see :mod:`memoryd.retrieve`)."""
         check_user_id(user_id)
         if not params.query.strip():
             raise InvalidInputError("query is empty")
         if not self.user_exists(user_id):
             return QueryResult()
-        vector = self.encoder.embed(params.query)
+        vector = self.encoder.embed(params.anchor if params.anchor is not None else params.query)
         with self._workspace(user_id) as ws:
             stores = Stores(ws.journal, ws.graph, ws.vectors)
             return retrieve(stores, vector, params, self.retrieval, self._expander)

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from memoryd.memory.models import MemoryType, Role, TaskStatus
-from memoryd.retrieve import QueryParams
+from memoryd.retrieve import MAX_ANCHOR_CHARS, MAX_NAME_CHARS, MAX_NAMES, QueryParams
 from memoryd.service import MemoryPatch, NewTurn
 
 MAX_TEXT_CHARS = 32 * 1024
 ID = Field(min_length=1, max_length=128, pattern=r"^[^\x00-\x1f]+$")
+NAME = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS)]
 
 
 def _utc(value: datetime | None) -> datetime | None:
@@ -66,6 +67,24 @@ class QueryRequest(Strict):
     session_id: str | None = Field(None, min_length=1, max_length=128)
     now: datetime | None = Field(None, description="reference time for relative dates and recency")
     history: bool = Field(False, description="also rank facts that later facts superseded")
+    entities: list[NAME] = Field(
+        default_factory=list, max_length=MAX_NAMES, description="entity names, any type"
+    )
+    people: list[NAME] = Field(
+        default_factory=list, max_length=MAX_NAMES, description="names of persons"
+    )
+    when: str | None = Field(
+        None,
+        min_length=1,
+        max_length=128,
+        description="time in words: 'yesterday', 'last Friday', 'two weeks ago', 'in May 2023'",
+    )
+    before: str | None = Field(
+        None, min_length=1, max_length=MAX_ANCHOR_CHARS, description="anchor event text or id"
+    )
+    after: str | None = Field(
+        None, min_length=1, max_length=MAX_ANCHOR_CHARS, description="anchor event text or id"
+    )
 
     @field_validator("since", "until", "now")
     @classmethod
@@ -79,6 +98,8 @@ class QueryRequest(Strict):
         return self
 
     def to_params(self) -> QueryParams:
+        """The service's parameters; a bad ``when``, an empty name or both ``before`` and
+        ``after`` raise :class:`InvalidInputError` (422 with a message naming the field)."""
         return QueryParams(
             query=self.query,
             k=self.k,
@@ -88,6 +109,11 @@ class QueryRequest(Strict):
             session_id=self.session_id,
             now=self.now,
             history=self.history,
+            entities=tuple(self.entities),
+            people=tuple(self.people),
+            when=self.when,
+            before=self.before,
+            after=self.after,
         )
 
 

@@ -60,6 +60,7 @@ MAX_SHOWN_CHARS = 40
 MAX_SHOWN_ITEMS = 5
 QUERY_THREADS = 1
 CHECKPOINT_SHARE = 32
+MAX_CHAIN_HOPS = 30  # both engines refuse variable-length patterns longer than 30 by default
 
 
 class GraphEngine(StrEnum):
@@ -98,6 +99,9 @@ SCHEMA: list[str] = [
     "confidence DOUBLE, valid_from TIMESTAMP, valid_to TIMESTAMP, text STRING, negated BOOL, "
     f"turn_id STRING, {_HEADER})",
     "CREATE REL TABLE IF NOT EXISTS NEXT(FROM Episode TO Episode)",
+    # The user's whole timeline: every episode, across sessions, chained by (ts, id). Databases
+    # made before it existed get it on open (see GraphStore._backfill_timeline).
+    "CREATE REL TABLE IF NOT EXISTS PRECEDES(FROM Episode TO Episode)",
     "CREATE REL TABLE IF NOT EXISTS MENTIONS(FROM Episode TO Entity, role STRING)",
     # One rel table group: both engines support several FROM/TO pairs in one table.
     "CREATE REL TABLE IF NOT EXISTS FROM_TURN(FROM Episode TO Turn, FROM Rule TO Turn, "
@@ -111,6 +115,8 @@ SCHEMA: list[str] = [
 
 _NODE_TABLES = ("Turn", "Episode", "Entity", "User", "Rule", "RuleNode", "Task", "State", "Meta")
 _COUNTED_TABLES = tuple(t for t in _NODE_TABLES if t != "Meta")
+# Episode chains, both ordered by (ts, id): NEXT within a session, PRECEDES over the timeline.
+_CHAINS = ("NEXT", "PRECEDES")
 # Both engines report every failure (parse, bind, constraint, I/O, conversion) as RuntimeError;
 # parameter conversion can also raise TypeError or ValueError before the query runs.
 _ENGINE_ERRORS = (RuntimeError, TypeError, ValueError)
@@ -213,9 +219,33 @@ class GraphStore:
         try:
             for statement in SCHEMA:
                 self._execute(self._writer, "schema", statement)
+            self._backfill_timeline()
         except GraphError:
             self.close()
             raise
+
+    def _backfill_timeline(self) -> None:
+        """Chain the episodes of a database made before the PRECEDES timeline existed; a no-op
+        once the timeline has an edge or with fewer than two episodes."""
+        edges = self._execute(
+            self._writer, "timeline_edges", "MATCH ()-[r:PRECEDES]->() RETURN count(r)"
+        )
+        if edges[0][0]:
+            return
+        rows = self._execute(
+            self._writer, "timeline_order", "MATCH (e:Episode) RETURN e.id ORDER BY e.ts, e.id"
+        )
+        if len(rows) < 2:
+            return
+        logger.info("graph %s: chaining %d episodes into the timeline", self.path, len(rows))
+        with self._transaction() as conn:
+            self._execute(
+                conn,
+                "backfill_timeline",
+                "UNWIND $pairs AS p MATCH (a:Episode {id: p.src}), (b:Episode {id: p.dst}) "
+                "CREATE (a)-[:PRECEDES]->(b)",
+                {"pairs": _pairs([row[0] for row in rows])},
+            )
 
     def _open_database(
         self, max_db_size: int, buffer_pool_size: int, checkpoint_threshold: int | None
@@ -566,53 +596,71 @@ class GraphStore:
         self._link_episode(conn, episode.id, props["session_id"], props["ts"])
 
     def _link_episode(self, conn: Any, episode_id: str, session_id: str, ts: datetime) -> None:
-        """Insert an episode into its session's NEXT chain, which is ordered by (ts, id).
+        """Insert an episode into its session's NEXT chain and into the user's PRECEDES timeline,
+        both ordered by (ts, id).
 
         Arrival order does not matter: an episode older than the newest one is spliced in between
-        its neighbours, so the chain always lists the session's episodes by (ts, id).
+        its neighbours, so each chain always lists its episodes by (ts, id).
         """
+        self._splice(conn, "NEXT", episode_id, ts, session_id)
+        self._splice(conn, "PRECEDES", episode_id, ts, None)
+
+    def _splice(
+        self, conn: Any, rel: str, episode_id: str, ts: datetime, session_id: str | None
+    ) -> None:
+        """Put an episode between its (ts, id) neighbours in the ``rel`` chain: the episodes of
+        ``session_id``, or all episodes when it is None."""
+        scope = "AND p.session_id = $session_id " if session_id is not None else ""
+        params: dict[str, Any] = {"id": episode_id, "ts": ts}
+        if session_id is not None:
+            params["session_id"] = session_id
         rows = self._execute(
             conn,
-            "episode_neighbours",
-            "MATCH (p:Episode) WHERE p.session_id = $session_id AND p.id <> $id "
+            f"{rel.lower()}_neighbours",
+            f"MATCH (p:Episode) WHERE p.id <> $id {scope}"
             "AND (p.ts < $ts OR (p.ts = $ts AND p.id < $id)) "
             "RETURN -1 AS side, p.id AS id ORDER BY p.ts DESC, p.id DESC LIMIT 1 "
-            "UNION ALL MATCH (n:Episode) WHERE n.session_id = $session_id AND n.id <> $id "
-            "AND (n.ts > $ts OR (n.ts = $ts AND n.id > $id)) "
-            "RETURN 1 AS side, n.id AS id ORDER BY n.ts, n.id LIMIT 1",
-            {"id": episode_id, "session_id": session_id, "ts": ts},
+            f"UNION ALL MATCH (p:Episode) WHERE p.id <> $id {scope}"
+            "AND (p.ts > $ts OR (p.ts = $ts AND p.id > $id)) "
+            "RETURN 1 AS side, p.id AS id ORDER BY p.ts, p.id LIMIT 1",
+            params,
         )
         side = dict(rows)
         prev_id, next_id = side.get(-1), side.get(1)
         if prev_id and next_id:
             self._execute(
                 conn,
-                "split_next",
-                "MATCH (:Episode {id: $a})-[r:NEXT]->(:Episode {id: $b}) DELETE r",
+                f"split_{rel.lower()}",
+                f"MATCH (:Episode {{id: $a}})-[r:{rel}]->(:Episode {{id: $b}}) DELETE r",
                 {"a": prev_id, "b": next_id},
             )
         for src, dst in ((prev_id, episode_id), (episode_id, next_id)):
             if src and dst:
                 self._execute(
                     conn,
-                    "create_next",
-                    "MATCH (a:Episode {id: $a}), (b:Episode {id: $b}) CREATE (a)-[:NEXT]->(b)",
+                    f"create_{rel.lower()}",
+                    "MATCH (a:Episode {id: $a}), (b:Episode {id: $b}) "
+                    f"CREATE (a)-[:{rel}]->(b)",
                     {"a": src, "b": dst},
                 )
 
     def _unlink_episode(self, conn: Any, episode_id: str) -> None:
-        """Take an episode out of its NEXT chain, joining its neighbours to each other."""
+        """Take an episode out of its NEXT chain and the timeline, joining its neighbours."""
         key = {"id": episode_id}
-        self._execute(
-            conn,
-            "bridge_next",
-            "MATCH (p:Episode)-[:NEXT]->(:Episode {id: $id})-[:NEXT]->(n:Episode) "
-            "CREATE (p)-[:NEXT]->(n)",
-            key,
-        )
-        # Neither engine deletes through an undirected pattern: one statement per direction.
-        for pattern in ("()-[r:NEXT]->(:Episode {id: $id})", "(:Episode {id: $id})-[r:NEXT]->()"):
-            self._execute(conn, "unlink_next", f"MATCH {pattern} DELETE r", key)
+        for rel in _CHAINS:
+            self._execute(
+                conn,
+                f"bridge_{rel.lower()}",
+                f"MATCH (p:Episode)-[:{rel}]->(:Episode {{id: $id}})-[:{rel}]->(n:Episode) "
+                f"CREATE (p)-[:{rel}]->(n)",
+                key,
+            )
+            # Neither engine deletes through an undirected pattern: one statement per direction.
+            for pattern in (
+                f"()-[r:{rel}]->(:Episode {{id: $id}})",
+                f"(:Episode {{id: $id}})-[r:{rel}]->()",
+            ):
+                self._execute(conn, f"unlink_{rel.lower()}", f"MATCH {pattern} DELETE r", key)
 
     def _delete_episode(self, conn: Any, episode_id: str) -> None:
         self._unlink_episode(conn, episode_id)
@@ -856,6 +904,58 @@ class GraphStore:
         for eid, nid, offset in later + earlier:
             found[eid].append((offset, nid))
         return {eid: [nid for _, nid in sorted(pairs)] for eid, pairs in found.items()}
+
+    def timeline(
+        self, episode_id: str, *, later: bool, hops: int, session_only: bool = False
+    ) -> list[str]:
+        """Episodes up to ``hops`` steps after (``later``) or before an episode, nearest first.
+
+        The steps follow the user's whole timeline (PRECEDES: every session, by (ts, id)), or
+        with ``session_only`` the episode's session (NEXT). An unknown id gives []. ``hops`` is
+        1 to :data:`MAX_CHAIN_HOPS` (the engines' variable-length limit).
+        """
+        if not 1 <= hops <= MAX_CHAIN_HOPS:
+            raise ValueError(f"hops must be 1 to {MAX_CHAIN_HOPS}, got {hops}")
+        rel = "NEXT" if session_only else "PRECEDES"
+        step = f"[:{rel}*1..{int(hops)}]"
+        path = (
+            f"(a:Episode {{id: $id}})-{step}->(n:Episode)"
+            if later
+            else f"(n:Episode)-{step}->(a:Episode {{id: $id}})"
+        )
+        rows = self._read(
+            "timeline",
+            f"MATCH p = {path} RETURN n.id, length(p) AS d ORDER BY d",
+            {"id": episode_id},
+        )
+        return [row[0] for row in rows]
+
+    def episodes_mentioning(self, entity_ids: Sequence[str], limit: int) -> dict[str, list[str]]:
+        """Episodes that mention any of the entities, with the ids of those they mention
+        (sorted); the ``limit`` most recent episodes by (ts, id), in that order. {} if none."""
+        if not entity_ids or limit < 1:
+            return {}
+        rows = self._read(
+            "episodes_mentioning",
+            "MATCH (e:Episode)-[:MENTIONS]->(x:Entity) WHERE x.id IN $ids "
+            "RETURN e.id, collect(x.id) AS found, e.ts AS ts ORDER BY ts DESC, e.id DESC "
+            "LIMIT $limit",
+            {"ids": list(entity_ids), "limit": int(limit)},
+        )
+        return {eid: sorted(set(found)) for eid, found, _ in rows}
+
+    def episodes_in_window(self, start: datetime, end: datetime, limit: int) -> list[str]:
+        """Episodes whose time (``event_time`` if set, else ``ts``) is in [start, end), earliest
+        first, at most ``limit``; [] if none."""
+        if limit < 1:
+            return []
+        rows = self._read(
+            "episodes_in_window",
+            "MATCH (e:Episode) WITH e, coalesce(e.event_time, e.ts) AS t "
+            "WHERE t >= $since AND t < $until RETURN e.id ORDER BY t, e.id LIMIT $limit",
+            {"since": _utc(start), "until": _utc(end), "limit": int(limit)},
+        )
+        return [row[0] for row in rows]
 
     def episodes_sharing_entities(
         self, episode_ids: Sequence[str], limit: int
