@@ -239,6 +239,19 @@ class TestGraphContract:
         assert timeline_edges(store, order) == dict(pairwise(order))
         assert store.timeline("s1-e0", later=True, hops=30) == order[1:]
 
+    def test_a_failed_write_leaves_no_stale_chain_tail(self, store: GraphStore) -> None:
+        ingest_episodes(store, "s1", [0, 10])  # s1-e1 is the known tail of both chains
+        node = RuleNode("n0", RuleNodeKind.ACTION, "step", 0)
+        ingest(store, 3, make_turn("t-rule"), make_rule("r1", "t-rule", [node]))
+        late = make_turn("t-late", "s1", 20)
+        with pytest.raises(GraphError):  # the duplicate rule node fails the whole turn
+            ingest(store, 4, late, make_episode("e-late", late), make_rule("r2", "t-late", [node]))
+        last = make_turn("t-last", "s1", 30)
+        ingest(store, 5, last, make_episode("e-last", last))
+        order = ["s1-e0", "s1-e1", "e-last"]
+        assert timeline_edges(store, order) == dict(pairwise(order))
+        assert store.session_neighbours(["e-last"], window=1) == {"e-last": ["s1-e1"]}
+
     def test_timeline_is_backfilled_for_a_database_without_one(self, tmp_path: Path) -> None:
         path = tmp_path / "graph.db"
         with open_store(path) as store:

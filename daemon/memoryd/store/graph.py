@@ -204,6 +204,11 @@ class GraphStore:
         self.engine = GraphEngine(engine)
         self._module: ModuleType = importlib.import_module(self.engine.value)
         self._state = _State.OPEN
+        # The last (ts, id) of each episode chain ("PRECEDES", "NEXT:<session id>") as of the
+        # last commit, learnt as episodes are linked: a new latest episode (the usual insert) is
+        # appended without scanning for its neighbours. Staged per transaction, kept on commit.
+        self._tails: dict[str, tuple[datetime, str]] = {}
+        self._staged_tails: dict[str, tuple[datetime, str] | None] = {}
         self._busy = 0
         self._idle = threading.Condition()
         self._write_lock = threading.Lock()
@@ -329,6 +334,7 @@ class GraphStore:
         """One write transaction on the write connection: commit on success, else roll back."""
         with self._in_use(), self._write_lock:
             self._execute(self._writer, "begin", "BEGIN TRANSACTION")
+            self._staged_tails.clear()
             try:
                 yield self._writer
             except BaseException:
@@ -337,7 +343,20 @@ class GraphStore:
                 with suppress(*_ENGINE_ERRORS):
                     _rows(self._writer.execute("ROLLBACK"))
                 raise
-            self._execute(self._writer, "commit", "COMMIT")
+            try:
+                self._execute(self._writer, "commit", "COMMIT")
+            except GraphError:
+                self._tails.clear()  # the commit may or may not have been kept
+                raise
+            self._commit_tails()
+
+    def _commit_tails(self) -> None:
+        for key, tail in self._staged_tails.items():
+            if tail is None:
+                self._tails.pop(key, None)
+            else:
+                self._tails[key] = tail
+        self._staged_tails.clear()
 
     def _read(self, name: str, query: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
         """Rows of one read query on a pooled connection."""
@@ -460,6 +479,7 @@ class GraphStore:
         with self._transaction() as conn:
             for table in _NODE_TABLES:
                 self._execute(conn, "clear", f"MATCH (n:{table}) DETACH DELETE n")
+        self._tails.clear()
 
     def _write_memories(self, conn: Any, memories: Sequence[Memory]) -> None:
         entities = [f.object for f in memories if isinstance(f, Fact)]
@@ -609,7 +629,19 @@ class GraphStore:
         self, conn: Any, rel: str, episode_id: str, ts: datetime, session_id: str | None
     ) -> None:
         """Put an episode between its (ts, id) neighbours in the ``rel`` chain: the episodes of
-        ``session_id``, or all episodes when it is None."""
+        ``session_id``, or all episodes when it is None. An episode after the chain's recorded
+        tail is appended to it; any other is placed by a scan for its neighbours."""
+        key = rel if session_id is None else f"{rel}:{session_id}"
+        tail = self._tail(key)
+        if tail is not None and tail < (ts, episode_id):
+            self._execute(
+                conn,
+                f"append_{rel.lower()}",
+                f"MATCH (a:Episode {{id: $a}}), (b:Episode {{id: $b}}) CREATE (a)-[:{rel}]->(b)",
+                {"a": tail[1], "b": episode_id},
+            )
+            self._staged_tails[key] = (ts, episode_id)
+            return
         scope = "AND p.session_id = $session_id " if session_id is not None else ""
         params: dict[str, Any] = {"id": episode_id, "ts": ts}
         if session_id is not None:
@@ -643,10 +675,25 @@ class GraphStore:
                     f"CREATE (a)-[:{rel}]->(b)",
                     {"a": src, "b": dst},
                 )
+        if next_id is None:
+            self._staged_tails[key] = (ts, episode_id)
+
+    def _tail(self, key: str) -> tuple[datetime, str] | None:
+        """The (ts, id) last in chain ``key`` as this transaction sees it; None if unknown."""
+        if key in self._staged_tails:
+            return self._staged_tails[key]
+        return self._tails.get(key)
+
+    def _forget_tails_at(self, episode_id: str) -> None:
+        """An episode leaves its chains: a chain it ends has an unknown tail from now on."""
+        for key, tail in {**self._tails, **self._staged_tails}.items():
+            if tail is not None and tail[1] == episode_id:
+                self._staged_tails[key] = None
 
     def _unlink_episode(self, conn: Any, episode_id: str) -> None:
         """Take an episode out of its NEXT chain and the timeline, joining its neighbours."""
         key = {"id": episode_id}
+        self._forget_tails_at(episode_id)
         for rel in _CHAINS:
             self._execute(
                 conn,
