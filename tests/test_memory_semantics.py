@@ -209,6 +209,16 @@ class TestRules:
             service.feedback("u", facts(service)[0]["id"], positive=True)
 
 
+def test_a_rule_with_another_else_branch_is_another_rule(service: MemoryService) -> None:
+    say(
+        service,
+        "If I take an NSAID with aspirin, check the bleeding risk, otherwise take it with food.",
+        "If I take an NSAID with aspirin, check the bleeding risk, otherwise take it with water.",
+    )
+    rules = service.list_memories("u", [MemoryType.PROCEDURAL], 10)["memories"]
+    assert [r["record"]["support"] for r in rules] == [1, 1]
+
+
 def test_rebuild_and_export_reproduce_the_semantics(service: MemoryService) -> None:
     say(
         service,

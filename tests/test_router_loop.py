@@ -195,6 +195,35 @@ def test_a_deferred_turn_is_labelled_rerouted_and_pooled(
         service.close()
 
 
+def test_a_relabelled_turn_is_consolidated_like_a_new_one(
+    tmp_path: Path, encoder, router: Router
+) -> None:
+    moved = "Packed the last boxes, I live in Berlin now."  # the classifier: episodic only
+    allergy = "I'm allergic to ibuprofen"
+    labeller = OracleLabeller(
+        {"I live in Oslo": ["semantic"], moved: ["episodic", "semantic"], allergy: ["semantic"]}
+    )
+    with serve_oracle(labeller) as url:
+        service = make_service(tmp_path, encoder, router, url)
+        try:
+            _, berlin, allergic = service.ingest(
+                "ann", [turn("I live in Oslo"), turn(moved), turn(allergy)]
+            )
+            assert "semantic" not in berlin["labels"]
+            assert service.label_deferred()["labelled"] == 3
+            facts = service.list_facts("ann", history=True)["facts"]
+            found = {f["record"]["object"]["name"]: f for f in facts}
+            assert (found["Oslo"]["current"], found["Berlin"]["current"]) == (False, True)
+            assert found["Oslo"]["record"]["superseded_by"] == found["Berlin"]["id"]
+            # a re-routed turn does not consolidate against its own records
+            assert found["ibuprofen"]["record"]["sources"] == [allergic["turn_id"]]
+            before = service.list_facts("ann", history=True)
+            service.rebuild("ann")
+            assert service.list_facts("ann", history=True) == before
+        finally:
+            service.close()
+
+
 def test_without_an_llm_low_confidence_turns_are_flagged_not_queued(
     tmp_path: Path, encoder, router: Router
 ) -> None:

@@ -841,7 +841,7 @@ def _working_states(
     """The open tasks, and the tasks finished within ``recent`` of ``now``: the states that bear
     on what the user asks whether or not the query names them. Each group is capped, the most
     query-like first."""
-    open_tasks = stores.journal.tasks([TaskStatus.PENDING])
+    open_tasks = list(stores.journal.memories_by_id(stores.graph.open_tasks()).values())
     finished = [
         s
         for s in stores.journal.tasks([TaskStatus.DONE, TaskStatus.CANCELLED])

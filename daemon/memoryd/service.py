@@ -51,7 +51,7 @@ from memoryd.errors import (
 from memoryd.llm import LLM, make_llm
 from memoryd.memory.build import build_memories
 from memoryd.memory.changes import api_task, expired, reopen_fact, transition, with_feedback
-from memoryd.memory.consolidate import consolidate_entries
+from memoryd.memory.consolidate import BatchView, consolidate, consolidate_entries
 from memoryd.memory.extract import extract
 from memoryd.memory.models import (
     Fact,
@@ -655,14 +655,19 @@ class MemoryService:
         return "labelled"
 
     def _relabel(self, ws: Workspace, turn: Turn, labels: tuple[Label, ...]) -> Relabel:
+        """The re-routed turn's memories, consolidated like a new turn's (on the writer)."""
         relabelled = dataclasses.replace(turn, labels=labels, routed_by=RoutedBy.LLM)
         state = self.loop.user_head(ws.user_id, ws.journal)
+        memories = build_memories(relabelled, extract(turn.text, turn.ts))
+        ws.entities.resolve_memories(memories)
+        result = consolidate(relabelled, memories, BatchView(ws.journal, turn.turn_id))
         return Relabel(
             turn=relabelled,
-            memories=build_memories(relabelled, extract(turn.text, turn.ts)),
+            memories=result.memories,
             source=getattr(self.llm, "name", "llm"),
             holdout=in_pool_holdout(turn.turn_id),
             after_round=state.completed,
+            updates=result.updates,
         )
 
     def router_status(self, user_id: str) -> dict[str, Any]:
@@ -841,7 +846,12 @@ def _import_record(ws: Workspace, record: dict[str, Any]) -> None:
     elif kind is LogKind.TURN_RELABEL:
         turn, memories = turn_of_payload(payload)
         relabel = Relabel(
-            turn, memories, payload["source"], payload["holdout"], payload["after_round"]
+            turn,
+            memories,
+            payload["source"],
+            payload["holdout"],
+            payload["after_round"],
+            updates=updates_of_payload(payload),
         )
         ws.relabel(relabel)
     elif kind is LogKind.MEMORY_CHANGE:

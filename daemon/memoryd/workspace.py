@@ -173,6 +173,7 @@ class Workspace:
             )
         if entry.kind is LogKind.TURN_RELABEL:
             turn, memories = turn_of_payload(entry.payload)
+            memories += updates_of_payload(entry.payload)
             removed = entry.payload["removed"]
             return self._graph_write(
                 entry.seq, lambda: self.graph.relabel_turn(entry.seq, turn, memories, removed)

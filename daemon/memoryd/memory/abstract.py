@@ -263,9 +263,9 @@ def abstract_rules(llm: LLM, episodes: Sequence[Episode], *, timeout: float | No
         BRANCH    "otherwise", when="otherwise"    } only when the answer's
         ACTION    × len(otherwise), when="otherwise" } "otherwise" is non-empty
 
-    That is build.py's layout plus the else-branch; the graph store hangs nodes with a ``when``
-    from the main-line node before them. Conditions lose a leading "if"/"when", actions a
-    leading "then". An empty batch gives [] without a call; errors as :func:`abstract_facts`.
+    That is build.py's layout (the graph store hangs the BRANCH node off the SEQUENCE node and
+    chains its actions after it). Conditions lose a leading "if"/"when", actions a leading
+    "then". An empty batch gives [] without a call; errors as :func:`abstract_facts`.
     """
     if not episodes:
         return []

@@ -93,10 +93,12 @@ class Consolidation:
 
 class BatchView:
     """The journal as consolidation sees it while a batch is being prepared: records created or
-    changed by earlier turns of the batch (``staged``) win over the stored ones."""
+    changed by earlier turns of the batch (``staged``) win over the stored ones. The records of
+    ``exclude_turn`` are left out (a re-routed turn must not consolidate against itself)."""
 
-    def __init__(self, journal: Journal) -> None:
+    def __init__(self, journal: Journal, exclude_turn: str | None = None) -> None:
         self.journal = journal
+        self.exclude_turn = exclude_turn
         self._staged: dict[str, Memory] = {}
 
     def stage(self, records: Sequence[Memory]) -> None:
@@ -105,7 +107,7 @@ class BatchView:
     def _merged(self, stored: Sequence[Memory], kind: type) -> list[Memory]:
         merged = {m.id: self._staged.get(m.id, m) for m in stored}
         merged.update((k, m) for k, m in self._staged.items() if isinstance(m, kind))
-        return list(merged.values())
+        return [m for m in merged.values() if m.turn_id != self.exclude_turn]
 
     def current_facts(self, subject: str, relations: Sequence[str]) -> list[Fact]:
         stored = self.journal.current_facts(subject, relations)
@@ -270,8 +272,11 @@ def _fold_rule(rule: Rule, view: MemoryView, out: Consolidation) -> bool:
     return False
 
 
-def _rule_key(rule: Rule) -> tuple[frozenset[str], frozenset[str]]:
+def _rule_key(rule: Rule) -> tuple[frozenset[str], ...]:
+    """The content words of the conditions, the main actions and each branch (sorted by case)."""
+
     def words(texts: list[str]) -> frozenset[str]:
         return frozenset(w for t in texts for w in content_words(t))
 
-    return words(rule.conditions), words(rule.actions)
+    branches = [frozenset({case}) | words(acts) for case, acts in sorted(rule.branches.items())]
+    return words(rule.conditions), words(rule.actions), *branches

@@ -229,13 +229,15 @@ class MemoryChange:
 
 @dataclass(frozen=True)
 class Relabel:
-    """An LLM label for a deferred turn: the re-routed turn, its new memories and the pool row."""
+    """An LLM label for a deferred turn: the re-routed turn, its new memories, the stored
+    memories of other turns they change (consolidation) and the pool row."""
 
     turn: Turn
     memories: list[Memory]
     source: str
     holdout: bool
     after_round: int
+    updates: list[Memory] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -602,10 +604,10 @@ class Journal:
     def relabel_turn(self, relabel: Relabel) -> int:
         """Re-route a deferred turn under its LLM labels; return the ``turn_relabel`` seq.
 
-        One transaction: the log entry (the new turn, its new memories and the ids of the
-        memories it no longer has), the memories table and FTS, the pool row and the queue
-        status. Memory ids are deterministic, so a memory the turn had before and has again
-        keeps its ``num`` (and its vector label).
+        One transaction: the log entry (the new turn, its new memories, the ids of the memories
+        it no longer has and the other turns' memories it changed), the memories table and FTS,
+        the pool row and the queue status. Memory ids are deterministic, so a memory the turn
+        had before and has again keeps its ``num`` (and its vector label).
         """
         turn = relabel.turn
         with self._write() as conn:
@@ -618,6 +620,7 @@ class Journal:
                 "turn": to_payload(turn),
                 "memories": [memory_record(m) for m in relabel.memories],
                 "removed": list(removed),
+                "updates": [memory_record(m) for m in relabel.updates],
                 "source": relabel.source,
                 "holdout": relabel.holdout,
                 "after_round": relabel.after_round,
@@ -628,6 +631,8 @@ class Journal:
                 self._mark_deleted(conn, num)
             for memory in relabel.memories:
                 self._upsert_memory(conn, memory, turn)
+            for memory in relabel.updates:
+                self._replace_memory(conn, memory)
             self._register_entities(conn, relabel.memories, {})
             conn.execute(
                 "INSERT OR REPLACE INTO router_pool"
