@@ -471,13 +471,17 @@ def eval_group() -> None:
     """Measure retrieval quality."""
 
 
-@eval_group.command("locomo")
-@_config_options
-@click.argument(
+_locomo_path = click.argument(
     "path",
     type=click.Path(path_type=Path, exists=True, dir_okay=False),
     default=Path(__file__).resolve().parents[3] / "shared" / "data" / "locomo" / "locomo10.json",
 )
+"""LoCoMo's JSON, read in place (its licence is non-commercial: never copied into the repo)."""
+
+
+@eval_group.command("locomo")
+@_config_options
+@_locomo_path
 @click.option("--k", "ks", default="5,10,25,50", show_default=True, help="Comma-separated k.")
 @click.option("--out", type=click.Path(path_type=Path, dir_okay=False), help="Also write here.")
 @click.option("--conversations", type=int, help="Only the first N conversations.")
@@ -517,11 +521,7 @@ def eval_locomo(
 
 @eval_group.command("facts")
 @_config_options
-@click.argument(
-    "path",
-    type=click.Path(path_type=Path, exists=True, dir_okay=False),
-    default=Path(__file__).resolve().parents[3] / "shared" / "data" / "locomo" / "locomo10.json",
-)
+@_locomo_path
 @click.option("--conversations", type=click.IntRange(1), help="Only the first N conversations.")
 @click.option(
     "--threshold",
