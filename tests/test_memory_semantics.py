@@ -64,6 +64,20 @@ class TestSupersession:
         (current,) = facts(service)
         assert current["record"]["negated"] is True
 
+    def test_past_one_off_and_hypothetical_statements_change_nothing(
+        self, service: MemoryService
+    ) -> None:
+        say(
+            service,
+            "I live in Berlin",
+            "I lived in Paris in 2010",
+            "I used to live in Rome",
+            "I had sushi yesterday",
+            "If I were allergic to nuts I would know",
+            "Maybe I like jazz",
+        )
+        assert relation_objects(facts(service, history=True)) == [("lives_in", "Berlin", True)]
+
     def test_restating_reinforces_instead_of_copying(self, service: MemoryService) -> None:
         replies = say(service, "I'm allergic to ibuprofen", "Remember: I am allergic to ibuprofen")
         (fact,) = facts(service, history=True)
