@@ -178,6 +178,8 @@ class TestTasks:
         say(service, "I live in Oslo", start=9)
         with pytest.raises(InvalidInputError, match="not a task"):
             service.update_task("u", facts(service)[0]["id"], TaskStatus.DONE)
+        with pytest.raises(ConflictError, match="names a semantic memory"):
+            service.create_task("u", "renew passport", task_id=facts(service)[0]["id"])
 
     def test_expiry_moves_only_overdue_pending_tasks(self, service: MemoryService) -> None:
         service.create_task("u", "call the bank", due=T0, task_id="late")

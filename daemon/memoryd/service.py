@@ -469,6 +469,8 @@ class MemoryService:
 
             def write() -> Memory:
                 stored = ws.journal.memory(task_id)
+                if stored is not None and not isinstance(stored.memory, Task):
+                    raise ConflictError(f"{task_id} names a {stored.type.value} memory")
                 if stored is not None:
                     return stored.memory
                 new = NewMemory(task, API_SESSION, now, vector)
@@ -528,19 +530,26 @@ class MemoryService:
             users = list(self._workspaces)
         total = 0
         for user_id in users:
-            with self._workspace(user_id) as ws:
-
-                def write(ws: Workspace = ws) -> int:
-                    tasks = expired(ws.journal.open_tasks(), now, after)
-                    if tasks:
-                        ws.change(MemoryChange("expiry", ws.user_id, updates=tasks))
-                    return len(tasks)
-
-                count = ws.writer.call(write)
+            try:
+                count = self._expire_user(user_id, now, after)
+            except MemorydError as exc:  # e.g. the user was deleted meanwhile
+                log.warning("user %s: expiring tasks failed: %s", user_id, exc)
+                continue
             if count:
                 log.info("user %s: expired %d overdue task(s)", user_id, count)
             total += count
         return total
+
+    def _expire_user(self, user_id: str, now: datetime, after: timedelta) -> int:
+        with self._workspace(user_id) as ws:
+
+            def write() -> int:
+                tasks = expired(ws.journal.open_tasks(), now, after)
+                if tasks:
+                    ws.change(MemoryChange("expiry", ws.user_id, updates=tasks))
+                return len(tasks)
+
+            return ws.writer.call(write)
 
     def abstract_now(self, user_id: str) -> dict[str, int]:
         """Run the LLM abstraction operators over all of the user's new episodes now (the job
