@@ -301,8 +301,11 @@ def test_abstraction_pass_is_journaled_once(
     service = MemoryService(config, encoder, router, llm=llm)
     try:
         say(service, "The kiln was hot so I wore gloves", "Spent the afternoon at the wheel")
+        assistant = NewTurn("s1", Role.ASSISTANT, "I am an assistant and I love jazz", ts=T0)
+        service.ingest("u", [assistant])
         counts = service.abstract_now("u")
         assert counts == {"sem_batches": 1}
+        assert "wheel" in llm.calls[0].user and "jazz" not in llm.calls[0].user
         (derived,) = [f for f in facts(service) if f["record"]["origin"] == "llm"]
         assert (derived["record"]["object"]["name"], derived["record"]["sources"]) == (
             "pottery",

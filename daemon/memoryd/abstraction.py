@@ -1,7 +1,8 @@
 """One user's background abstraction pass: run A_sem and A_proc over what is new, journal it.
 
 - **A_sem** reads the episodes stored after its cursor (the last episode ``num`` it saw), in
-  batches of ``memory.abstract_batch``, and turns each batch into facts.
+  batches of ``memory.abstract_batch``, and turns each batch into facts. Episodes of assistant
+  turns are skipped, as the extractors skip them: the assistant's "I" is not the user.
 - **A_proc** reads the episodes that got positive feedback after its cursor (the log ``seq`` of
   the last feedback entry it saw) and turns them into rules.
 
@@ -26,7 +27,7 @@ from memoryd.errors import LLMOutputError
 from memoryd.llm import LLM
 from memoryd.memory.abstract import MAX_BATCH, abstract_facts, abstract_rules
 from memoryd.memory.consolidate import BatchView, consolidate
-from memoryd.memory.models import Episode, Memory
+from memoryd.memory.models import Episode, Memory, Role
 from memoryd.store.journal import MemoryChange, NewMemory, StoredMemory
 from memoryd.workspace import Workspace
 
@@ -71,12 +72,13 @@ def _run(
     cursor: int,
 ) -> bool:
     """One batch through ``operator``, journaled with the cursor; False to stop the pass."""
-    episodes = [s.memory for s in batch if isinstance(s.memory, Episode)]
+    episodes = [s.memory for s in batch if _said_by_user(ws, s.memory)]
+    records: list[Memory] = []
     try:
-        records = list(operator(llm, episodes, timeout=config.llm_timeout))
+        if episodes:
+            records = list(operator(llm, episodes, timeout=config.llm_timeout))
     except LLMOutputError as exc:
         log.warning("user %s: %s skipped a batch of %d: %s", ws.user_id, name, len(batch), exc)
-        records = []
     where = {s.memory.turn_id: s for s in batch}
     aliases = ws.entities.resolve_memories(records)
     result = consolidate(None, records, BatchView(ws.journal))
@@ -99,6 +101,13 @@ def _run(
         len(aliases),
     )
     return True
+
+
+def _said_by_user(ws: Workspace, memory: Memory) -> bool:
+    """An episode of a user or log turn: what the assistant says about itself is not the
+    user's (as with the extractors)."""
+    found = ws.journal.turn(memory.turn_id)
+    return isinstance(memory, Episode) and found is not None and found[0].role is not Role.ASSISTANT
 
 
 def _ts(stored: StoredMemory) -> datetime:
