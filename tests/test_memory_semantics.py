@@ -116,6 +116,16 @@ class TestSupersession:
         assert {f["id"] for f in facts(service, history=True)} <= found
 
 
+def test_turns_without_a_time_keep_the_request_order(service: MemoryService) -> None:
+    texts = ["first we met", "then we ate", "then we walked home", "and slept"]
+    replies = service.ingest("u", [NewTurn("s1", Role.USER, t) for t in texts])
+    times = [service.get_turn("u", r["turn_id"])["ts"] for r in replies]
+    assert times == sorted(times) and len(set(times)) == len(texts)
+    first = replies[0]["memories"][0]["id"]
+    found = service.query("u", QueryParams("x", after=first, k=3)).items
+    assert [i.memory.text for i in found][1:] == texts[1:]
+
+
 class TestCanonicalEntities:
     def test_alias_acronym_and_embedding_merge_names(self, service: MemoryService) -> None:
         say(

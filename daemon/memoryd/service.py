@@ -261,9 +261,11 @@ class MemoryService:
         with self._workspace(user_id, create=True) as ws:
             replies = ws.journal.replies(ids)
             prepared: dict[str, TurnEntry] = {}
-            for new, turn_id in zip(turns, ids, strict=True):
+            for i, (new, turn_id) in enumerate(zip(turns, ids, strict=True)):
                 if turn_id not in replies and turn_id not in prepared:
-                    prepared[turn_id] = self._prepare(ws, new, turn_id, now)
+                    # Turns sent without a time keep the request's order: 1 µs apart.
+                    arrival = now + timedelta(microseconds=i)
+                    prepared[turn_id] = self._prepare(ws, new, turn_id, arrival)
             if prepared:
                 entries = list(prepared.values())
                 committed, stored = ws.writer.call(lambda: self._commit(ws, entries))
