@@ -7,7 +7,7 @@ import pytest
 from memoryd.encoder import Encoder
 from memoryd.memory.entities import EntityResolver
 from memoryd.memory.extract import entity_id
-from memoryd.memory.models import Entity, EntityType
+from memoryd.memory.models import Entity, EntityType, Fact
 
 
 def entity(name: str, type: EntityType = EntityType.PLACE) -> Entity:
@@ -60,7 +60,11 @@ def test_no_look_alike_costs_no_embedding(encoder: Encoder) -> None:
     assert embed.calls == 2
 
 
-def test_aliases_are_learnt(encoder: Encoder) -> None:
-    resolver = EntityResolver([(entity("New York University"), ["the university"])], encoder.embed)
-    resolver.resolve(entity("NYU"))
-    assert resolver.aliases(entity("New York University").id) == {"the university", "NYU"}
+def test_learnt_aliases_resolve_without_an_embedding(encoder: Encoder) -> None:
+    embed = CountingEmbed(encoder)
+    resolver = EntityResolver([(entity("Mount Everest"), ["the big mountain"])], embed)
+    assert resolver.resolve(entity("The big mountain")).name == "Mount Everest"
+    learnt = resolver.resolve_memories([Fact("f", "t", "likes", entity("Everest"), "")])
+    assert learnt == {entity("Mount Everest").id: {"Everest"}} and embed.calls == 2
+    assert resolver.resolve(entity("Everest")).name == "Mount Everest"
+    assert embed.calls == 2

@@ -18,7 +18,8 @@ looked at (indexed, so a user with thousands of entities pays no scan), and a na
 look-alike costs no encoder call; a known entity's embedding is computed once, when first
 compared. Time entities are never merged
 (their names are dates). Resolution rewrites the memory's entity to the known one, and the
-surface name is remembered as an alias of it.
+surface name is remembered as an alias of it (journaled with the turn): the next time that name
+resolves at once.
 """
 
 from __future__ import annotations
@@ -45,7 +46,6 @@ PREFIX = 4
 class KnownEntity:
     entity: Entity
     key: str
-    aliases: set[str] = field(default_factory=set)
     vector: np.ndarray | None = None
 
 
@@ -58,6 +58,11 @@ class _TypeIndex:
     by_prefix: dict[str, set[str]] = field(default_factory=dict)
     by_initials: dict[str, set[str]] = field(default_factory=dict)
     by_acronym: dict[str, set[str]] = field(default_factory=dict)
+    by_alias: dict[str, str] = field(default_factory=dict)
+
+    def alias(self, name: str, entity_id: str) -> None:
+        """Remember ``name`` as another name of a known entity: it resolves at once next time."""
+        self.by_alias.setdefault(canonical_name(name), entity_id)
 
     def add(self, entity: Entity) -> KnownEntity:
         if entity.id in self.by_id:
@@ -101,31 +106,28 @@ class EntityResolver:
         self.threshold = threshold
         self._types: dict[EntityType, _TypeIndex] = {}
         for entity, aliases in known:
-            self._index(entity.type).add(entity).aliases.update(aliases)
+            index = self._index(entity.type)
+            index.add(entity)
+            for name in aliases:
+                index.alias(name, entity.id)
 
     def _index(self, type: EntityType) -> _TypeIndex:
         return self._types.setdefault(type, _TypeIndex())
-
-    def __contains__(self, entity_id: str) -> bool:
-        return any(entity_id in index.by_id for index in self._types.values())
 
     def resolve(self, entity: Entity) -> Entity:
         """The known entity ``entity`` names, registering it as new when there is none."""
         index = self._index(entity.type)
         if entity.id in index.by_id:
             return index.by_id[entity.id].entity
+        aliased = index.by_alias.get(canonical_name(entity.name))
+        if aliased is not None:
+            return index.by_id[aliased].entity
         match = None if entity.type is EntityType.TIME else self._match(entity, index)
         if match is None:
             index.add(entity)
             return entity
-        match.aliases.add(entity.name)
+        index.alias(entity.name, match.entity.id)
         return match.entity
-
-    def aliases(self, entity_id: str) -> set[str]:
-        for index in self._types.values():
-            if entity_id in index.by_id:
-                return index.by_id[entity_id].aliases
-        return set()
 
     def _match(self, entity: Entity, index: _TypeIndex) -> KnownEntity | None:
         key = canonical_name(entity.name)
