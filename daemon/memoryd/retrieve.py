@@ -737,12 +737,8 @@ def _facts_of_hits(stores: Stores, result: QueryResult) -> list[Expansion]:
 def _health_profile(stores: Stores) -> list[Expansion]:
     """Every current allergy, condition and medication: a health question must not be answered
     without them, whether or not its words match them."""
-    found = [
-        s.memory
-        for s in stores.journal.facts()
-        if isinstance(s.memory, Fact) and s.memory.relation in HEALTH_RELATIONS
-    ]
-    return [Expansion(f.id, "health fact: the query is about health") for f in found[:MAX_FACTS]]
+    found = stores.journal.facts(relations=sorted(HEALTH_RELATIONS))[:MAX_FACTS]
+    return [Expansion(s.memory.id, "health fact: the query is about health") for s in found]
 
 
 # Words that deny what follows them within NEGATION_WINDOW words ("I did not take aspirin",

@@ -386,9 +386,7 @@ class MemoryService:
 
     def get_memory(self, user_id: str, memory_id: str) -> dict[str, Any]:
         with self._workspace(user_id) as ws:
-            stored = ws.journal.memory(memory_id)
-        if stored is None:
-            raise MemoryNotFoundError(user_id, memory_id)
+            stored = self._stored(ws, user_id, memory_id)
         return _memory_dict(stored.memory, stored.type)
 
     def patch_memory(self, user_id: str, memory_id: str, patch: MemoryPatch) -> dict[str, Any]:
@@ -401,10 +399,7 @@ class MemoryService:
         with self._workspace(user_id) as ws:
 
             def write() -> Memory:
-                stored = ws.journal.memory(memory_id)
-                if stored is None:
-                    raise MemoryNotFoundError(user_id, memory_id)
-                memory = stored.memory
+                memory = self._stored(ws, user_id, memory_id).memory
                 if patch.text is not None:
                     memory = dataclasses.replace(memory, text=patch.text)
                 if patch.importance is not None:
@@ -420,8 +415,7 @@ class MemoryService:
         with self._workspace(user_id) as ws:
 
             def write() -> None:
-                if ws.journal.memory(memory_id) is None:
-                    raise MemoryNotFoundError(user_id, memory_id)
+                self._stored(ws, user_id, memory_id)
                 ws.delete_memory(memory_id)
 
             ws.writer.call(write)

@@ -264,23 +264,22 @@ class Workspace:
         for num in nums.values():
             for mtype in MemoryType:
                 self.vectors.remove(entry.seq, mtype, num)
-        vectors = self.journal.memory_embeddings([nums[m.id] for m in memories])
-        for memory in memories:
-            num = nums[memory.id]
-            self.vectors.add(entry.seq, memory_type(memory), [num], vectors[num][None, :])
-        self.vectors.mark_applied(entry.seq)
-        self._maybe_save(1)
+        self._index_stored(entry.seq, memories)
 
     def _project_vectors_change(self, entry: LogEntry) -> None:
         """Index the memories a change created, each with its own or its turn's vector."""
         created = change_of_payload(entry.ref, entry.payload).created
-        nums = self.journal.nums([n.memory.id for n in created])
+        self._index_stored(entry.seq, [n.memory for n in created])
+
+    def _index_stored(self, seq: int, memories: Sequence[Memory]) -> None:
+        """Add ``memories`` under their types with the vectors the journal holds for them."""
+        nums = self.journal.nums([m.id for m in memories])
         vectors = self.journal.memory_embeddings(list(nums.values()))
-        for new in created:
-            num = nums[new.memory.id]
+        for memory in memories:
+            num = nums[memory.id]
             if num in vectors:
-                self.vectors.add(entry.seq, memory_type(new.memory), [num], vectors[num][None, :])
-        self.vectors.mark_applied(entry.seq)
+                self.vectors.add(seq, memory_type(memory), [num], vectors[num][None, :])
+        self.vectors.mark_applied(seq)
         self._maybe_save(1)
 
     def _maybe_save(self, changes: int) -> None:

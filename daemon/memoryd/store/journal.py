@@ -872,14 +872,23 @@ class Journal:
         )
         return [f for f in (self._stored(r).memory for r in rows) if isinstance(f, Fact)]
 
-    def facts(self, subject: str | None = None, history: bool = False) -> list[StoredMemory]:
-        """Live facts (of ``subject``, if given), oldest first: the current ones, and with
-        ``history`` the superseded ones too."""
+    def facts(
+        self,
+        subject: str | None = None,
+        history: bool = False,
+        relations: Sequence[str] | None = None,
+    ) -> list[StoredMemory]:
+        """Live facts (of ``subject``, with one of ``relations``, if given), oldest first: the
+        current ones, and with ``history`` the superseded ones too."""
         where = "type = 'semantic' AND deleted = 0"
         params: list[Any] = []
         if subject is not None:
             where += " AND json_extract(payload, '$.subject') = ?"
             params.append(subject)
+        if relations is not None:
+            marks = ",".join("?" * len(relations))
+            where += f" AND json_extract(payload, '$.relation') IN ({marks})"
+            params += list(relations)
         if not history:
             where += " AND json_extract(payload, '$.valid_to') IS NULL"
         rows = self._query(
