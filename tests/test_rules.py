@@ -203,7 +203,7 @@ def health(service: MemoryService) -> Iterator[Stores]:
         if text == NSAID:
             assert "procedural" in [m["type"] for m in reply["memories"]]
     with service._workspace("pat") as ws:
-        yield Stores(ws.journal, ws.graph, ws.vectors)
+        yield Stores(ws.journal, ws.graph, ws.vectors, ws.headers)
 
 
 def matched(stores: Stores, query: str) -> dict[str, tuple[str, dict]]:

@@ -216,7 +216,7 @@ def test_export_import_roundtrip(service: MemoryService) -> None:
     target = service.query("alice", QueryParams("ramen", k=1)).items[0].memory.id
     service.patch_memory("alice", target, MemoryPatch(text="I love sushi now."))
     records = list(service.export_user("alice"))
-    assert records[0]["format"] == "memoryd.export" and records[0]["version"] == 1
+    assert records[0]["format"] == "memoryd.export" and records[0]["version"] == 2
     counts = service.import_user("alice2", records)
     assert counts["records"] == len(records) - 1
     for q in ["sushi", "allergic", "dentist"]:

@@ -503,20 +503,69 @@ def eval_locomo(
 
     from memoryd.eval.locomo import run_locomo
 
-    try:
-        k_values = sorted({int(k) for k in ks.split(",") if k.strip()})
-    except ValueError as exc:
-        raise click.BadParameter(f"--k must be integers, got {ks!r}") from exc
+    k_values = _parse_ks(ks)
     with tempfile.TemporaryDirectory(prefix="memoryd-eval-") as tmp:
         config = _load(config_path, data_dir=data_dir or Path(tmp), model_dir=model_dir)
         with _service(config) as service:
             report = run_locomo(service, path, k_values, limit=conversations)
-    text = report.format()
-    click.echo(text)
-    if out:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text + "\n")
-        click.echo(f"written to {out}")
+    _write_out(report.format(), out)
+
+
+def _parse_ks(ks: str) -> list[int]:
+    """``"1,3,5"`` → ``[1, 3, 5]`` (sorted, unique, each >= 1)."""
+    try:
+        values = sorted({int(k) for k in ks.split(",") if k.strip()})
+    except ValueError as exc:
+        raise click.BadParameter(f"--k must be integers, got {ks!r}") from exc
+    if not values or values[0] < 1:
+        raise click.BadParameter(f"--k must be integers >= 1, got {ks!r}")
+    return values
+
+
+@eval_group.command("longmemeval")
+@_config_options
+@click.argument("path", type=click.Path(path_type=Path, exists=True, dir_okay=False))
+@click.option("--k", "ks", default="1,3,5,10", show_default=True, help="Comma-separated k.")
+@click.option("--out", type=click.Path(path_type=Path, dir_okay=False), help="Also write here.")
+@click.option("--limit", type=click.IntRange(1), help="Only the first N instances of PATH.")
+@_domain_errors
+def eval_longmemeval(
+    config_path: Path | None,
+    data_dir: Path | None,
+    model_dir: Path | None,
+    path: Path,
+    ks: str,
+    out: Path | None,
+    limit: int | None,
+) -> None:
+    """LongMemEval retrieval metrics @k on the daemon's query path, as the official scripts.
+
+    \b
+    PATH: the official LongMemEval JSON (longmemeval_s, _m or _oracle).
+    Each question's haystack goes into a fresh user in a temporary data directory (or
+    --data-dir), deleted after scoring; the question is asked at its question_date with
+    k = the largest --k. Only USER turns are indexed, as the official retrieval does: a turn is
+    relevant when it holds the answer (has_answer) in an answer session.
+    \b
+      recall_any@k  1 if at least one relevant item is in the top k, else 0
+      recall_all@k  1 if every relevant item is in the top k, else 0
+      ndcg_any@k    how high the relevant items rank (1 = all of them first)
+    Turn level scores the ranked turns; session level maps them to their sessions and reads the
+    first k distinct sessions. Means are printed overall and per question_type.
+    \b
+    Skipped (counted in the report, not ingested): abstention questions (question_id with
+    "_abs") and questions whose answer is in no user turn (e.g. single-session-assistant).
+    """
+    import tempfile
+
+    from memoryd.eval.longmemeval import run_longmemeval
+
+    k_values = _parse_ks(ks)
+    with tempfile.TemporaryDirectory(prefix="memoryd-eval-") as tmp:
+        config = _load(config_path, data_dir=data_dir or Path(tmp), model_dir=model_dir)
+        with _service(config) as service:
+            report = run_longmemeval(service, path, k_values, limit=limit)
+    _write_out(report.format(), out)
 
 
 @eval_group.command("facts")

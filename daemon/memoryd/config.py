@@ -338,6 +338,98 @@ SETTINGS: tuple[Setting, ...] = (
         check=_positive,
         rule="must be > 0",
     ),
+    Setting(
+        "tiers.search",
+        "tiered",
+        "Default search of a query: tiered (tier 1, then 1+2, then all, stopping when "
+        "sufficient) or all (exhaustive). A query's own `search` wins.",
+        choices=("tiered", "all"),
+    ),
+    Setting(
+        "tiers.alpha",
+        0.1,
+        "α: weight of importance (1-10) in a record's score.",
+        check=lambda v: v >= 0,
+        rule="must be >= 0",
+    ),
+    Setting(
+        "tiers.beta",
+        1.0,
+        "β: weight of persona similarity (a cosine) in a record's score.",
+        check=lambda v: v >= 0,
+        rule="must be >= 0",
+    ),
+    Setting(
+        "tiers.decay",
+        0.05,
+        "λ: decay of a score per time unit since the last recall (slower for often recalled).",
+        check=lambda v: v >= 0,
+        rule="must be >= 0",
+    ),
+    Setting(
+        "tiers.time_unit",
+        86400.0,
+        "Seconds in the time unit of λ (a day).",
+        check=_positive,
+        rule="must be > 0",
+    ),
+    Setting(
+        "tiers.recent_sessions",
+        5,
+        "S: every record of the last S sessions is in tier 1.",
+        check=lambda v: v >= 0,
+        rule="must be >= 0",
+    ),
+    Setting(
+        "tiers.cache_size",
+        50,
+        "K: records in tier 1 by score, besides the recent sessions.",
+        check=lambda v: v >= 0,
+        rule="must be >= 0",
+    ),
+    Setting(
+        "tiers.buffer_size",
+        200,
+        "H: records in tier 2.",
+        check=lambda v: v >= 0,
+        rule="must be >= 0",
+    ),
+    Setting(
+        "tiers.drift_threshold",
+        0.10,
+        "τ: persona drift ‖P − P_anchor‖₂ at which the active tiers' similarities are recomputed.",
+        check=lambda v: 0 <= v <= 2,
+        rule="must be in [0, 2]",
+    ),
+    Setting(
+        "tiers.sufficiency",
+        "score",
+        "Who decides that a tier's hits suffice: score (best evidence over a threshold and a "
+        "full top-k) or llm (the LLM judges tier 1's hits; needs llm.backend).",
+        choices=("score", "llm"),
+    ),
+    Setting(
+        "tiers.threshold",
+        0.6,
+        "Evidence (mean of query-word coverage and cosine) the best hit needs for `score` "
+        "sufficiency; calibrated with `make bench-tiers`.",
+        check=_fraction,
+        rule="must be in [0, 1]",
+    ),
+    Setting(
+        "tiers.reshuffle_interval",
+        300.0,
+        "Seconds between runs of the job that re-scores and re-places the open users' records.",
+        check=_positive,
+        rule="must be > 0",
+    ),
+    Setting(
+        "tiers.importance_interval",
+        600.0,
+        "Seconds between runs of the LLM importance job (only with an LLM).",
+        check=_positive,
+        rule="must be > 0",
+    ),
 )
 SETTINGS_BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 
@@ -395,6 +487,19 @@ class Config:
     retrieval_dense_weight: float
     retrieval_session_weight: float
     retrieval_candidates: int
+    tiers_search: str
+    tiers_alpha: float
+    tiers_beta: float
+    tiers_decay: float
+    tiers_time_unit: float
+    tiers_recent_sessions: int
+    tiers_cache_size: int
+    tiers_buffer_size: int
+    tiers_drift_threshold: float
+    tiers_sufficiency: str
+    tiers_threshold: float
+    tiers_reshuffle_interval: float
+    tiers_importance_interval: float
 
     def __repr__(self) -> str:
         shown = {f.name: getattr(self, f.name) for f in fields(self)}

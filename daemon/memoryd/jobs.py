@@ -6,6 +6,10 @@
   operators (facts and rules from new episodes) for the open users.
 - ``expire_tasks`` (every ``memory.maintenance_interval`` s): expires the open users' pending
   tasks that are ``memory.expire_after`` seconds past due.
+- ``reshuffle`` (every ``tiers.reshuffle_interval`` s): re-scores the open users' active
+  records and re-places them in tiers 1-3.
+- ``importance`` (every ``tiers.importance_interval`` s, only with an LLM): replaces the
+  heuristic importance of a batch of each open user's records with the LLM's.
 - ``save_vectors`` (every minute): persists the vector indexes that changed.
 
 Each job runs one instance at a time (a run still going when the next is due is skipped, not
@@ -47,6 +51,10 @@ class Jobs:
         if service.llm is not None:
             self._every(config.router_drain_interval, "label_deferred", self._label_deferred)
             self._every(config.memory_abstract_interval, "abstract", self._abstract)
+            self._every(
+                config.tiers_importance_interval, "importance", service.score_importance_open
+            )
+        self._every(config.tiers_reshuffle_interval, "reshuffle", service.reshuffle_open)
         self._every(config.memory_maintenance_interval, "expire_tasks", service.expire_tasks)
         self._every(SAVE_INTERVAL_S, "save_vectors", service.save_all)
 

@@ -79,9 +79,11 @@ from memoryd.memory.models import (
 )
 from memoryd.memory.timeparse import TimeMention, find_times
 from memoryd.store.graph import MAX_CHAIN_HOPS, GraphStore
+from memoryd.store.headers import HeaderStore, Tier
 from memoryd.store.journal import Journal, StoredMemory
 from memoryd.store.lexical import content_tokens
 from memoryd.store.vectors import VectorStore
+from memoryd.sufficiency import Evidence, ScoreSufficiency, Sufficiency
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +96,26 @@ MAX_NAMES = 16
 MAX_NAME_CHARS = 128
 MAX_ANCHOR_CHARS = 4096
 ANCHOR_MIN_COSINE = 0.5
+
+
+class SearchMode(StrEnum):
+    """Which tiers a query searches: ``tiered`` (tier 1, then 1+2 if that is not sufficient,
+    then everything), ``all`` (everything at once: the exhaustive search), ``tier1`` or
+    ``tier2`` (tier 1 only, tiers 1 and 2 only; for measurement)."""
+
+    TIERED = "tiered"
+    ALL = "all"
+    TIER1 = "tier1"
+    TIER2 = "tier2"
+
+
+# The pool of each stage: the deepest tier searched, None for everything (the archive is all).
+STAGES: dict[SearchMode, tuple[Tier | None, ...]] = {
+    SearchMode.TIERED: (Tier.CACHE, Tier.BUFFER, None),
+    SearchMode.ALL: (None,),
+    SearchMode.TIER1: (Tier.CACHE,),
+    SearchMode.TIER2: (Tier.BUFFER,),
+}
 
 
 class Fusion(StrEnum):
@@ -117,6 +139,7 @@ class RetrievalConfig:
     recent_hours: float = 24.0
     entity_weight: float = 1.0
     query_time_weight: float = 0.3
+    sufficiency: Sufficiency = field(default_factory=ScoreSufficiency)
 
 
 @dataclass(frozen=True)
@@ -138,6 +161,8 @@ class QueryParams:
     when: str | None = None
     before: str | None = None
     after: str | None = None
+    search: SearchMode | None = None
+    recall: bool = True
 
     def __post_init__(self) -> None:
         if self.before is not None and self.after is not None:
@@ -205,6 +230,7 @@ class Item:
     # Structured reasons beside ``why``; a matched rule: {"branch", "condition", "negated",
     # "actions"} (see _matching_rules). Empty for most items.
     detail: dict[str, Any] = field(default_factory=dict)
+    num: int = 0  # the memory's journal num (its vector label)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -232,8 +258,12 @@ class Expansion:
 
 @dataclass
 class QueryResult:
+    """The items, how many records the search considered (``candidates``: the records of the
+    deepest pool searched) and the trace of the tier search (``search``)."""
+
     items: list[Item] = field(default_factory=list)
     candidates: int = 0
+    search: dict[str, Any] = field(default_factory=dict)
 
     def section(self, mtype: MemoryType) -> list[Item]:
         return [i for i in self.items if i.type is mtype]
@@ -254,6 +284,7 @@ class Stores:
     journal: Journal
     graph: GraphStore
     vectors: VectorStore
+    headers: HeaderStore
 
 
 def retrieve(
@@ -265,15 +296,66 @@ def retrieve(
 ) -> QueryResult:
     """Rank, filter, fuse and expand. Read-only: recall counts are the caller's business.
 
-    Hits are the best-ranked memories of ``params.k`` distinct turns (a turn's episode is left
-    out when its fact, rule or task is in), then the typed expansions follow.
+    The tiers of ``params.search`` are searched in turn (tier 1, tiers 1-2, everything); each
+    stage ranks its whole pool and the search stops at the first whose hits
+    ``config.sufficiency`` judges enough. Hits are the best-ranked memories of ``params.k``
+    distinct turns (a turn's episode is left out when its fact, rule or task is in), then the
+    typed expansions follow. ``result.search`` traces the stages.
 
     ``vector`` embeds ``params.anchor`` when the query has one, else ``params.query``. With an
     ``executor`` the typed expansions run in parallel (each on its own graph reader).
     """
     if params.anchor is not None:
-        return _around_anchor(stores, vector, params, config)
-    fused, why, candidates = _fuse(stores, vector, params, config)
+        result = _around_anchor(stores, vector, params, config)
+        result.search = {"mode": "timeline", "stages": [], "stopped_at": None}
+        return result
+    result = _search_tiers(stores, vector, params, config)
+    if config.expand:
+        _expand(stores, vector, params, config, result, executor)
+    return result
+
+
+def _search_tiers(
+    stores: Stores, vector: np.ndarray, params: QueryParams, config: RetrievalConfig
+) -> QueryResult:
+    mode = params.search or SearchMode.TIERED
+    stages = STAGES[mode]
+    trace: list[dict[str, Any]] = []
+    items: list[Item] = []
+    pool_size = 0
+    for depth, deepest in enumerate(stages, start=1):
+        pool = None if deepest is None else set(stores.headers.pool(deepest, params.types))
+        fused, why, cosines = _fuse(stores, vector, params, config, pool, deepest)
+        items = _hits(stores, fused, why, params)
+        pool_size = len(pool) if pool is not None else stores.journal.live_count(params.types)
+        step: dict[str, Any] = {
+            "tier": int(deepest or Tier.ARCHIVE),
+            "pool": pool_size,
+            "hits": len(items),
+        }
+        trace.append(step)
+        if depth == len(stages):
+            step["stop"] = f"deepest tier of a {mode.value} search"
+            break
+        evidence = [_evidence(i, cosines) for i in items if i.hit]
+        verdict = config.sufficiency(params.query, params.k, evidence)
+        step.update(sufficient=verdict.sufficient, why=verdict.why, evidence=verdict.evidence)
+        if verdict.sufficient:
+            step["stop"] = f"{config.sufficiency.name} sufficiency"
+            break
+    search = {"mode": mode.value, "stages": trace, "stopped_at": trace[-1]["tier"]}
+    return QueryResult(items=items, candidates=pool_size, search=search)
+
+
+def _evidence(item: Item, cosines: dict[int, float]) -> Evidence:
+    cosine = cosines.get(item.num, 0.0)
+    return Evidence(item.memory.text, render_line(item), item.memory.turn_id, cosine)
+
+
+def _hits(
+    stores: Stores, fused: dict[int, float], why: dict[int, str], params: QueryParams
+) -> list[Item]:
+    """The best fused memories of ``params.k`` distinct turns, shadowed episodes dropped."""
     ranked = sorted(fused, key=fused.__getitem__, reverse=True)
     items: list[Item] = []
     turns: set[str] = set()
@@ -288,10 +370,7 @@ def retrieve(
                 break
             items.append(_item(stored[n], fused[n], why[n]))
             turns.add(turn_id)
-    result = QueryResult(items=_without_shadowed_episodes(items), candidates=candidates)
-    if config.expand:
-        _expand(stores, vector, params, config, result, executor)
-    return result
+    return _without_shadowed_episodes(items)
 
 
 def _without_shadowed_episodes(items: list[Item]) -> list[Item]:
@@ -307,13 +386,31 @@ def _superseded(memory: Memory) -> bool:
 
 
 def _fuse(
-    stores: Stores, vector: np.ndarray, params: QueryParams, config: RetrievalConfig
-) -> tuple[dict[int, float], dict[int, str], int]:
+    stores: Stores,
+    vector: np.ndarray,
+    params: QueryParams,
+    config: RetrievalConfig,
+    pool: set[int] | None = None,
+    deepest: Tier | None = None,
+) -> tuple[dict[int, float], dict[int, str], dict[int, float]]:
+    """Fused scores and whys of the candidates, and the dense cosines known.
+
+    Without a ``pool`` dense search is the HNSW index and BM25 runs over everything; with one
+    (the memories in tiers 1 to ``deepest``) both are restricted to it, dense search being
+    exact over the pool's vectors."""
     n = max(config.candidates, params.k)
     focus = _focus(stores, params, config, n)
-    dense = {num: cos for num, cos, _ in stores.vectors.search(vector, params.types, n)}
-    lexical = dict(stores.journal.search_text(params.query, params.types, n))
-    meta = stores.journal.memory_meta(list(dense.keys() | lexical.keys() | focus.lifts.keys()))
+    if pool is None:
+        cosines = {num: cos for num, cos, _ in stores.vectors.search(vector, params.types, n)}
+        dense = cosines
+        lexical = dict(stores.journal.search_text(params.query, params.types, n))
+    else:
+        cosines = _exact_cosines(stores, vector, pool)
+        dense = dict(sorted(cosines.items(), key=lambda kv: -kv[1])[:n])
+        within = None if deepest is None else int(deepest)
+        lexical = dict(stores.journal.search_text(params.query, params.types, n, within))
+    lifted = focus.lifts.keys() if pool is None else focus.lifts.keys() & pool
+    meta = stores.journal.memory_meta(list(dense.keys() | lexical.keys() | lifted))
     allowed = focus.allowed(stores.journal, meta)
     dense_part = _normalise(dense, config)
     lexical_part = _normalise(lexical, config)
@@ -335,7 +432,17 @@ def _fuse(
         fused[num], why[num] = score, " + ".join(parts)
     if config.session_weight > 0:
         _boost_sessions(fused, why, meta, config)
-    return fused, why, len(meta)
+    return fused, why, cosines
+
+
+def _exact_cosines(stores: Stores, vector: np.ndarray, pool: set[int]) -> dict[int, float]:
+    """Cosine of every pool memory to the query (vectors are unit length)."""
+    vectors = stores.journal.memory_embeddings(sorted(pool))
+    if not vectors:
+        return {}
+    nums = list(vectors)
+    scores = np.stack([vectors[n] for n in nums]) @ np.asarray(vector, dtype=np.float32)
+    return dict(zip(nums, scores.tolist(), strict=True))
 
 
 def _normalise(scores: dict[int, float], config: RetrievalConfig) -> dict[int, float]:
@@ -385,7 +492,15 @@ def _passes(meta: tuple[str, str, str], params: QueryParams) -> bool:
 def _item(stored: StoredMemory, score: float, why: str, hit: bool = True) -> Item:
     memory = stored.memory
     return Item(
-        memory, stored.type, score, why, [memory.turn_id], stored.session_id, stored.ts, hit
+        memory,
+        stored.type,
+        score,
+        why,
+        [memory.turn_id],
+        stored.session_id,
+        stored.ts,
+        hit,
+        num=stored.num,
     )
 
 
@@ -610,7 +725,8 @@ def _find_anchor(
         session_id=params.session_id,
         now=params.now,
     )
-    fused, why, candidates = _fuse(stores, vector, plain, config)
+    fused, why, _ = _fuse(stores, vector, plain, config)
+    candidates = len(fused)
     episodic = (MemoryType.EPISODIC,)
     # Dense search always finds something: without a shared word, only a close paraphrase
     # may anchor the answer, or "after the zeppelin ride" would walk from a random episode.

@@ -23,7 +23,7 @@ import shutil
 import threading
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -38,6 +38,7 @@ from memoryd.abstraction import abstract_user
 from memoryd.config import Config
 from memoryd.encoder import Encoder
 from memoryd.errors import (
+    ConfigError,
     ConflictError,
     DataDirBusyError,
     InvalidInputError,
@@ -49,6 +50,12 @@ from memoryd.errors import (
     UserNotFoundError,
 )
 from memoryd.llm import LLM, make_llm
+from memoryd.llm.prompts import (
+    IMPORTANCE_BATCH,
+    importance_prompt,
+    importance_schema,
+    parse_importance,
+)
 from memoryd.memory.build import build_memories
 from memoryd.memory.changes import api_task, expired, reopen_fact, transition, with_feedback
 from memoryd.memory.consolidate import BatchView, consolidate, consolidate_entries
@@ -66,10 +73,19 @@ from memoryd.memory.models import (
     memory_type,
     to_payload,
 )
-from memoryd.retrieve import Fusion, QueryParams, QueryResult, RetrievalConfig, Stores, retrieve
+from memoryd.retrieve import (
+    Fusion,
+    QueryParams,
+    QueryResult,
+    RetrievalConfig,
+    SearchMode,
+    Stores,
+    retrieve,
+)
 from memoryd.router import Router, RouterHead
 from memoryd.router.enhance import LoopSettings, SelfEnhancingRouter
 from memoryd.router.trainer import in_pool_holdout
+from memoryd.store.headers import HeaderRow, ImportanceSource
 from memoryd.store.journal import (
     FEEDBACK_POSITIVE,
     LogKind,
@@ -83,6 +99,8 @@ from memoryd.store.journal import (
     turn_of_payload,
     updates_of_payload,
 )
+from memoryd.sufficiency import LLMSufficiency, ScoreSufficiency, Sufficiency
+from memoryd.tiers import record_recall, reshuffle, status
 from memoryd.workspace import Workspace
 
 log = logging.getLogger(__name__)
@@ -91,7 +109,9 @@ USER_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 USERS_DIR = "users"
 LOCK_FILE = ".lock"
 EXPORT_FORMAT = "memoryd.export"
-EXPORT_VERSION = 1
+EXPORT_VERSION = 2  # 2 adds a last "headers" record: LLM/API importance and recall counts
+IMPORTABLE_VERSIONS = (1, 2)
+HEADERS_RECORD = "headers"
 ROUTER_HEAD_FILE = "router_head.npz"
 EXPANSION_THREADS = 4  # one per typed expansion of a query
 LABEL_BATCH = 16  # deferred turns labelled per user per run of the labelling job
@@ -173,7 +193,9 @@ class MemoryService:
             session_weight=config.retrieval_session_weight,
             candidates=config.retrieval_candidates,
             recent_hours=config.memory_recent_hours,
+            sufficiency=_sufficiency(config, llm),
         )
+        self.default_search = SearchMode(config.tiers_search)
         self.users_dir = config.data_dir / USERS_DIR
         self.users_dir.mkdir(parents=True, exist_ok=True)
         self._lock_fd = _lock_data_dir(config.data_dir)
@@ -346,10 +368,17 @@ class MemoryService:
             raise InvalidInputError("query is empty")
         if not self.user_exists(user_id):
             return QueryResult()
+        if params.search is None:
+            params = dataclasses.replace(params, search=self.default_search)
         vector = self.encoder.embed(params.anchor if params.anchor is not None else params.query)
         with self._workspace(user_id) as ws:
-            stores = Stores(ws.journal, ws.graph, ws.vectors)
-            return retrieve(stores, vector, params, self.retrieval, self._expander)
+            stores = Stores(ws.journal, ws.graph, ws.vectors, ws.headers)
+            result = retrieve(stores, vector, params, self.retrieval, self._expander)
+            hits = [i.num for i in result.items if i.hit]
+            if params.recall and hits:
+                at = params.reference_time()
+                ws.writer.submit(lambda: record_recall(ws.journal, ws.headers, hits, ws.tiers, at))
+        return result
 
     def get_turn(self, user_id: str, turn_id: str) -> dict[str, Any]:
         with self._workspace(user_id) as ws:
@@ -385,9 +414,14 @@ class MemoryService:
         }
 
     def get_memory(self, user_id: str, memory_id: str) -> dict[str, Any]:
+        """The memory with its live header (importance, persona similarity, recalls, tier)."""
         with self._workspace(user_id) as ws:
             stored = self._stored(ws, user_id, memory_id)
-        return _memory_dict(stored.memory, stored.type)
+            live = ws.headers.rows(nums=[stored.num])
+        out = _memory_dict(stored.memory, stored.type)
+        if live:
+            out["header"] = _header_dict(live[0])
+        return out
 
     def patch_memory(self, user_id: str, memory_id: str, patch: MemoryPatch) -> dict[str, Any]:
         """Edit a memory's text (re-embedded) or importance; journaled, then projected."""
@@ -405,7 +439,7 @@ class MemoryService:
                 if patch.importance is not None:
                     header = dataclasses.replace(memory.header, importance=patch.importance)
                     memory = dataclasses.replace(memory, header=header)
-                ws.patch_memory(memory, vector)
+                ws.patch_memory(memory, vector, patch.importance)
                 return memory
 
             memory = ws.writer.call(write)
@@ -576,6 +610,64 @@ class MemoryService:
             except LLMError as exc:
                 log.warning("user %s: abstraction stopped, retried next run: %s", user_id, exc)
         return dict(totals)
+
+    # -- tiers ------------------------------------------------------------------------------
+
+    def tiers_status(self, user_id: str, moves: int = 20) -> dict[str, Any]:
+        with self._workspace(user_id) as ws:
+            return {"user_id": user_id, **status(ws.headers, ws.tiers, moves)}
+
+    def reshuffle(self, user_id: str, now: datetime | None = None) -> dict[str, Any]:
+        """Re-score and re-place the user's active records now (on the writer)."""
+        with self._workspace(user_id) as ws:
+            return ws.writer.call(lambda: reshuffle(ws.journal, ws.headers, ws.tiers, now))
+
+    def reshuffle_open(self) -> int:
+        """Reshuffle every open user (the background job); returns how many were."""
+        return len(self._each_open_user("reshuffle", lambda u: self.reshuffle(u)))
+
+    def score_importance(self, user_id: str, limit: int = IMPORTANCE_BATCH) -> int:
+        """Ask the LLM for the importance of up to ``limit`` records still rated by the
+        heuristic (active tiers and newest first); returns how many it scored."""
+        if self.llm is None:
+            raise InvalidInputError("no LLM is configured (llm.backend = none)")
+        with self._workspace(user_id) as ws:
+            nums = ws.headers.unscored_importance(limit)
+            stored = ws.journal.memories_by_num(nums)
+            texts = [stored[n].memory.text for n in nums if n in stored]
+            if not texts:
+                return 0
+            ordered = [n for n in nums if n in stored]
+            answer = self.llm.generate_json(
+                importance_prompt(texts),
+                importance_schema(len(texts)),
+                timeout=self.config.llm_timeout,
+            )
+            try:
+                scores = parse_importance(answer, len(texts))
+            except ValueError as exc:
+                log.warning("user %s: importance answer unusable: %s", user_id, exc)
+                return 0
+            by_num = {ordered[i]: float(v) for i, v in scores.items()}
+            return ws.writer.call(lambda: ws.headers.set_importance(by_num, ImportanceSource.LLM))
+
+    def score_importance_open(self) -> int:
+        """One LLM importance batch for every open user (the background job)."""
+        if self.llm is None:
+            return 0
+        return sum(self._each_open_user("importance", self.score_importance).values())
+
+    def _each_open_user(self, job: str, fn: Callable[[str], Any]) -> dict[str, Any]:
+        """Run ``fn`` for every open user; one user's failure is logged and skipped."""
+        with self._lock:
+            users = list(self._workspaces)
+        done: dict[str, Any] = {}
+        for user_id in users:
+            try:
+                done[user_id] = fn(user_id)
+            except (MemorydError, LLMError) as exc:
+                log.warning("user %s: %s failed, retried next run: %s", user_id, job, exc)
+        return done
 
     @staticmethod
     def _stored(ws: Workspace, user_id: str, memory_id: str) -> StoredMemory:
@@ -787,6 +879,7 @@ class MemoryService:
                         record["embedding"] = _b64(found[1])
                         record["reply"] = found[2]
                 yield record
+            yield {"kind": HEADERS_RECORD, "headers": ws.headers.export()}
 
     def import_user(self, user_id: str, records: Iterable[dict[str, Any]]) -> dict[str, int]:
         """Load an export into a user that has no data yet; returns counts."""
@@ -796,12 +889,15 @@ class MemoryService:
         header = next(iterator, None)
         if not header or header.get("format") != EXPORT_FORMAT:
             raise InvalidInputError("not a memoryd export (first line must be its header)")
-        if header.get("version") != EXPORT_VERSION:
+        if header.get("version") not in IMPORTABLE_VERSIONS:
             raise InvalidInputError(f"export version {header.get('version')} is not supported")
         applied = 0
         with self._workspace(user_id, create=True) as ws:
             for record in iterator:
-                ws.writer.call(lambda r=record: _import_record(ws, r))
+                if record.get("kind") == HEADERS_RECORD:
+                    ws.writer.call(lambda r=record: ws.headers.restore(r["headers"]))
+                else:
+                    ws.writer.call(lambda r=record: _import_record(ws, r))
                 applied += 1
             counts = ws.counts()
         return {"records": applied, **counts}
@@ -864,7 +960,9 @@ def _import_record(ws: Workspace, record: dict[str, Any]) -> None:
     elif kind is LogKind.MEMORY_PATCH:
         vec = payload.get("embedding")
         ws.patch_memory(
-            memory_of_record(payload), None if vec is None else np.asarray(vec, dtype=np.float32)
+            memory_of_record(payload),
+            None if vec is None else np.asarray(vec, dtype=np.float32),
+            payload.get("importance"),
         )
     else:
         ws.delete_memory(record["ref"])
@@ -884,10 +982,32 @@ def _memory_dict(memory: Memory, mtype: MemoryType) -> dict[str, Any]:
     return {"id": memory.id, "type": mtype.value, "text": memory.text, "record": to_payload(memory)}
 
 
+def _header_dict(row: HeaderRow) -> dict[str, Any]:
+    return {
+        "importance": row.importance,
+        "importance_by": row.importance_by.value,
+        "persona_sim": row.persona_sim,
+        "recall_count": row.recall_count,
+        "last_access": row.last_access.isoformat() if row.last_access else None,
+        "tier": int(row.tier),
+        "pinned": row.pinned,
+        "score": row.score,
+    }
+
+
 def _fact_dict(stored: StoredMemory) -> dict[str, Any]:
     fact = stored.memory
     current = isinstance(fact, Fact) and fact.valid_to is None
     return {**_memory_dict(fact, stored.type), "current": current, "session_id": stored.session_id}
+
+
+def _sufficiency(config: Config, llm: LLM | None) -> Sufficiency:
+    """The judge of the tiered search: ``llm`` needs a configured LLM."""
+    if config.tiers_sufficiency == "llm":
+        if llm is None:
+            raise ConfigError("tiers.sufficiency = llm needs an LLM: set llm.backend")
+        return LLMSufficiency(llm, timeout=config.llm_timeout)
+    return ScoreSufficiency(config.tiers_threshold)
 
 
 def _lock_data_dir(data_dir: Path) -> int:

@@ -28,6 +28,7 @@ from memoryd.memory.models import (
     memory_type,
 )
 from memoryd.store.graph import GraphEngine, GraphStore
+from memoryd.store.headers import HeaderStore
 from memoryd.store.journal import (
     Journal,
     LogEntry,
@@ -41,6 +42,7 @@ from memoryd.store.journal import (
     updates_of_payload,
 )
 from memoryd.store.vectors import VectorStore
+from memoryd.tiers import TierConfig, refresh_persona
 from memoryd.writer import SerialWriter
 
 log = logging.getLogger(__name__)
@@ -73,6 +75,8 @@ class Workspace:
         self.config = config
         directory.mkdir(parents=True, exist_ok=True)
         self.journal = Journal(directory / JOURNAL_FILE)
+        self.headers = HeaderStore(self.journal)
+        self.tiers = TierConfig.from_config(config)
         self.graph = self._open_graph()
         self.dim = dim
         self.vectors = self._open_vectors()
@@ -109,6 +113,9 @@ class Workspace:
         )
 
     # -- writes (run on the writer thread) ---------------------------------------------------
+    # A write that creates, changes or removes a fact rebuilds the persona (and runs the drift
+    # gate) after the journal commit; a crash before that leaves the old persona, which the
+    # next fact change or reshuffle replaces.
 
     def commit_turns(self, entries: Sequence[TurnEntry]) -> list[int]:
         """Journal ``entries`` in one transaction, then project them. Returns their seqs."""
@@ -119,29 +126,41 @@ class Workspace:
             if self.vectors.applied_seq == seq - 1:
                 self._project_vectors_turn(seq, entry.memories, entry.embedding)
         self.catch_up()
+        self._facts_changed([m for e in entries for m in (*e.memories, *e.updates)])
         return seqs
 
-    def patch_memory(self, memory: Memory, embedding: np.ndarray | None) -> int:
-        seq = self.journal.patch_memory(memory, embedding)
+    def patch_memory(
+        self, memory: Memory, embedding: np.ndarray | None, importance: float | None = None
+    ) -> int:
+        seq = self.journal.patch_memory(memory, embedding, importance)
         self.catch_up()
+        self._facts_changed([memory])
         return seq
 
     def delete_memory(self, memory_id: str) -> int:
+        stored = self.journal.memory(memory_id)
         seq = self.journal.delete_memory(memory_id)
         self.catch_up()
+        self._facts_changed([stored.memory] if stored else [])
         return seq
 
     def change(self, change: MemoryChange) -> int:
         """Journal memories created or changed outside a turn, then project them."""
         seq = self.journal.change_memories(change)
         self.catch_up()
+        self._facts_changed([n.memory for n in change.created] + change.updates)
         return seq
 
     def relabel(self, relabel: Relabel) -> int:
         """Journal an LLM label for a deferred turn, then move its memories in the projections."""
         seq = self.journal.relabel_turn(relabel)
         self.catch_up()
+        self._facts_changed([], always=True)  # it may have removed the turn's facts
         return seq
+
+    def _facts_changed(self, memories: Sequence[Memory], always: bool = False) -> None:
+        if always or any(memory_type(m) is MemoryType.SEMANTIC for m in memories):
+            refresh_persona(self.journal, self.headers, self.tiers)
 
     def catch_up(self) -> int:
         """Apply journal entries each projection has not applied; return how many were read."""

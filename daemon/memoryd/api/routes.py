@@ -59,6 +59,7 @@ def query_reply(query: str, result: QueryResult) -> dict[str, Any]:
             for i in result.items
         ],
         "candidates": result.candidates,
+        "search": result.search,
     }
 
 
@@ -162,6 +163,20 @@ def v1_router() -> APIRouter:
     @router.delete("/users/{user_id}")
     async def delete_user(user_id: UserId, service: Service):
         return {"user_id": user_id, "removed": await run_blocking(service.delete_user, user_id)}
+
+    @router.get("/users/{user_id}/tiers")
+    async def tiers_status(
+        user_id: UserId,
+        service: Service,
+        moves: Annotated[int, Query(ge=0, le=500)] = 20,
+    ):
+        """Tier sizes, the persona and its drift, the last reshuffle and the recent moves."""
+        return await run_blocking(service.tiers_status, user_id, moves)
+
+    @router.post("/users/{user_id}/tiers/reshuffle")
+    async def reshuffle_tiers(user_id: UserId, service: Service):
+        """Re-score and re-place the user's records now (the background job does it too)."""
+        return await run_blocking(service.reshuffle, user_id)
 
     @router.get("/users/{user_id}/router")
     async def router_status(user_id: UserId, service: Service):

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from memoryd.memory.models import MemoryType, Role, TaskStatus
-from memoryd.retrieve import MAX_ANCHOR_CHARS, MAX_NAME_CHARS, MAX_NAMES, QueryParams
+from memoryd.retrieve import MAX_ANCHOR_CHARS, MAX_NAME_CHARS, MAX_NAMES, QueryParams, SearchMode
 from memoryd.service import MemoryPatch, NewTurn
 
 MAX_TEXT_CHARS = 32 * 1024
@@ -85,6 +85,14 @@ class QueryRequest(Strict):
     after: str | None = Field(
         None, min_length=1, max_length=MAX_ANCHOR_CHARS, description="anchor event text or id"
     )
+    search: SearchMode | None = Field(
+        None,
+        description="tiered (tier 1, then 1+2, then all, stopping when sufficient), all "
+        "(exhaustive), tier1 or tier2 (those tiers only); default: the tiers.search setting",
+    )
+    recall: bool = Field(
+        True, description="count this retrieval in the hits' headers (recall count, last access)"
+    )
 
     @field_validator("since", "until", "now")
     @classmethod
@@ -114,6 +122,8 @@ class QueryRequest(Strict):
             when=self.when,
             before=self.before,
             after=self.after,
+            search=self.search,
+            recall=self.recall,
         )
 
 

@@ -77,3 +77,97 @@ def parse_labels(obj: dict[str, Any]) -> tuple[str, ...]:
     if given != {FRAGMENTED}:
         given.discard(FRAGMENTED)
     return tuple(name for name in LABEL_NAMES if name in given)
+
+
+# ------------------------------------------------------------------------- tier sufficiency
+
+SUFFICIENT = "sufficient"
+SEARCH_MORE = "search_more"
+MAX_CONTEXT_LINES = 20
+MAX_LINE_CHARS = 300
+
+_SUFFICIENCY_SYSTEM = """\
+You decide whether remembered notes are enough to answer a question about the user.
+Read the question and the notes. If the notes hold the facts the answer needs, reply \
+{"verdict": "sufficient"}. If a fact the answer needs is missing from them, reply \
+{"verdict": "search_more"}: an older archive will then be searched. Reply with the JSON only."""
+
+
+def sufficiency_schema() -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {"verdict": {"enum": [SUFFICIENT, SEARCH_MORE]}},
+        "required": ["verdict"],
+        "additionalProperties": False,
+    }
+
+
+def sufficiency_prompt(question: str, lines: list[str]) -> Prompt:
+    """Question and the first tier's hits, one per line (answer: :func:`sufficiency_schema`)."""
+    notes = "\n".join(f"- {' '.join(line.split())[:MAX_LINE_CHARS]}" for line in lines)
+    question = " ".join(question.split())[:MAX_TURN_CHARS]
+    return Prompt(
+        system=_SUFFICIENCY_SYSTEM,
+        user=f"Question: {question}\nNotes:\n{notes[: MAX_CONTEXT_LINES * MAX_LINE_CHARS]}",
+    )
+
+
+# ------------------------------------------------------------------------- importance
+
+IMPORTANCE_BATCH = 8
+
+_IMPORTANCE_SYSTEM = """\
+You rate how much each memory of a personal assistant's user matters for the future, \
+from 1 (forget it) to 10 (must never be forgotten). Weigh three things:
+- behaviour: does it say how the user lives, acts or wants to be treated (habits, \
+preferences, health, commitments)?
+- reasoning: would it help answer or plan something later (a fact, a rule, a date, a name)?
+- persistence: will it still hold in weeks or months, or is it a passing remark?
+Small talk and greetings are 1-2; a passing event 3-5; a lasting preference, relation or \
+routine 6-8; health, safety and firm commitments 9-10.
+Reply with a JSON object only: {"scores": [{"n": 1, "importance": 7}, ...]}, one entry per \
+memory, using the numbers given."""
+
+
+def importance_schema(count: int) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {
+            "scores": {
+                "type": "array",
+                "minItems": count,
+                "maxItems": count,
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "n": {"type": "integer", "minimum": 1, "maximum": count},
+                        "importance": {"type": "integer", "minimum": 1, "maximum": 10},
+                    },
+                    "required": ["n", "importance"],
+                    "additionalProperties": False,
+                },
+            }
+        },
+        "required": ["scores"],
+        "additionalProperties": False,
+    }
+
+
+def importance_prompt(texts: list[str]) -> Prompt:
+    """Numbered memories to rate (answer: :func:`importance_schema` of ``len(texts)``)."""
+    lines = "\n".join(
+        f"{n}. {' '.join(t.split())[:MAX_LINE_CHARS]}" for n, t in enumerate(texts, start=1)
+    )
+    return Prompt(system=_IMPORTANCE_SYSTEM, user=f"Memories:\n{lines}")
+
+
+def parse_importance(obj: dict[str, Any], count: int) -> dict[int, int]:
+    """Position (0-based) → importance from an answer to :func:`importance_prompt`. Raises
+    ValueError if ``obj`` does not fit the schema; a position rated twice keeps its first."""
+    problem = schema_problem(obj, importance_schema(count))
+    if problem is not None:
+        raise ValueError(f"not an importance answer: {problem}")
+    out: dict[int, int] = {}
+    for item in obj["scores"]:
+        out.setdefault(item["n"] - 1, item["importance"])
+    return out

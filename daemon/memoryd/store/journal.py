@@ -28,6 +28,8 @@ Tables
 - ``router_rounds``: every training round (and rollback) with its report and, when accepted,
   the head's bytes; the user's current head is the last accepted one.
 - ``router_decisions``: routing decisions and deferrals per round (the LLM share per round).
+- ``headers``, ``tier_moves``, ``tier_runs``, ``persona``: HMO headers and tiers (see
+  :mod:`memoryd.store.headers`); a memory's header row is written with the memory.
 
 Concurrency: one writer thread (the caller guarantees it) owns the write connection; each reading
 thread gets its own connection, which WAL lets run beside the writer.
@@ -40,7 +42,7 @@ import logging
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -66,6 +68,13 @@ from memoryd.memory.models import (
     memory_type,
     to_payload,
     turn_from_payload,
+)
+from memoryd.store.headers import (
+    BACKFILL,
+    HEADER_SCHEMA,
+    delete_header,
+    insert_header,
+    set_api_importance,
 )
 from memoryd.store.lexical import FTS_TOKENIZER, match_expression
 
@@ -349,8 +358,9 @@ class Journal:
         self._lock = threading.Lock()
         self._writer = self._connect()
         with self._writer:
-            self._writer.executescript(SCHEMA)
+            self._writer.executescript(SCHEMA + HEADER_SCHEMA)
             self._migrate(self._writer)
+            self._writer.execute(BACKFILL)
 
     # -- connections -------------------------------------------------------------------------
 
@@ -399,6 +409,14 @@ class Journal:
         except BaseException:
             conn.execute("ROLLBACK")
             raise
+
+    def transaction(self) -> AbstractContextManager[sqlite3.Connection]:
+        """A write transaction for the store modules that keep tables in this file."""
+        return self._write()
+
+    def read(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        """A read on this thread's connection, for the store modules that keep tables here."""
+        return self._query(sql, params)
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
         conn = self._reader()
@@ -496,9 +514,9 @@ class Journal:
                 None if embedding is None else encode_embedding(embedding),
             ),
         )
-        conn.execute(
-            "INSERT INTO memory_fts(rowid, text) VALUES (?, ?)", (cur.lastrowid, index_text(memory))
-        )
+        num = int(cur.lastrowid or 0)
+        conn.execute("INSERT INTO memory_fts(rowid, text) VALUES (?, ?)", (num, index_text(memory)))
+        insert_header(conn, num, memory.header.importance)
 
     def _replace_memory(self, conn: sqlite3.Connection, memory: Memory) -> None:
         """Store a live memory's new record (its text, and so its FTS row, may have changed)."""
@@ -557,11 +575,19 @@ class Journal:
         )
         return int(cur.lastrowid or 0)
 
-    def patch_memory(self, memory: Memory, embedding: np.ndarray | None = None) -> int:
-        """Replace a stored memory's record (and its vector, if given); return the log seq."""
+    def patch_memory(
+        self,
+        memory: Memory,
+        embedding: np.ndarray | None = None,
+        importance: float | None = None,
+    ) -> int:
+        """Replace a stored memory's record (and its vector, and the importance a client set,
+        if given); return the log seq."""
         payload = memory_record(memory)
         if embedding is not None:
             payload["embedding"] = np.asarray(embedding, dtype=EMBEDDING_DTYPE).tolist()
+        if importance is not None:
+            payload["importance"] = float(importance)
         with self._write() as conn:
             num = self._live_num(conn, memory.id)
             seq = self._log(conn, LogKind.MEMORY_PATCH, memory.id, payload)
@@ -576,6 +602,8 @@ class Journal:
             conn.execute(
                 "UPDATE memory_fts SET text = ? WHERE rowid = ?", (index_text(memory), num)
             )
+            if importance is not None:
+                set_api_importance(conn, num, importance)
         return seq
 
     def delete_memory(self, memory_id: str) -> int:
@@ -600,6 +628,7 @@ class Journal:
     def _mark_deleted(conn: sqlite3.Connection, num: int) -> None:
         conn.execute("UPDATE memories SET deleted = 1 WHERE num = ?", (num,))
         conn.execute("DELETE FROM memory_fts WHERE rowid = ?", (num,))
+        delete_header(conn, num)
 
     def relabel_turn(self, relabel: Relabel) -> int:
         """Re-route a deferred turn under its LLM labels; return the ``turn_relabel`` seq.
@@ -662,7 +691,9 @@ class Journal:
             "UPDATE memories SET type = ?, payload = ?, deleted = 0 WHERE num = ?",
             (memory_type(memory).value, json.dumps(to_payload(memory)), num),
         )
-        if not deleted:
+        if deleted:
+            insert_header(conn, num, memory.header.importance)
+        else:
             conn.execute("DELETE FROM memory_fts WHERE rowid = ?", (num,))
         conn.execute("INSERT INTO memory_fts(rowid, text) VALUES (?, ?)", (num, index_text(memory)))
 
@@ -968,9 +999,14 @@ class Journal:
         return [self._stored(r) for r in rows]
 
     def search_text(
-        self, query: str, types: Sequence[MemoryType], limit: int
+        self,
+        query: str,
+        types: Sequence[MemoryType],
+        limit: int,
+        within_tier: int | None = None,
     ) -> list[tuple[int, float]]:
-        """BM25 over live memories of ``types``: (memory num, score), best first.
+        """BM25 over live memories of ``types`` (in tiers 1 to ``within_tier``, if given):
+        (memory num, score), best first.
 
         Scores are positive (higher is better). An empty or all-stopword query returns [].
         """
@@ -978,14 +1014,32 @@ class Journal:
         if expression is None or not types:
             return []
         marks = ",".join("?" * len(types))
+        params: list[Any] = [expression, *[t.value for t in types]]
+        join, tiers = "", ""
+        if within_tier is not None:
+            # CROSS JOIN keeps the full-text match as the outer loop: driven from the headers'
+            # tier index instead, SQLite re-runs the match for every row (50 ms, not 1).
+            join, tiers = " CROSS JOIN headers h ON h.num = f.rowid", " AND h.tier <= ?"
+            params.append(within_tier)
         rows = self._query(
             "SELECT f.rowid, -bm25(memory_fts) AS score FROM memory_fts f"
-            " JOIN memories m ON m.num = f.rowid"
-            f" WHERE memory_fts MATCH ? AND m.type IN ({marks}) AND m.deleted = 0"
+            f" CROSS JOIN memories m ON m.num = f.rowid{join}"
+            f" WHERE memory_fts MATCH ? AND m.type IN ({marks}) AND m.deleted = 0{tiers}"
             " ORDER BY score DESC LIMIT ?",
-            [expression, *[t.value for t in types], limit],
+            [*params, limit],
         )
         return [(int(r[0]), float(r[1])) for r in rows]
+
+    def live_count(self, types: Sequence[MemoryType]) -> int:
+        """How many live memories of ``types`` there are."""
+        if not types:
+            return 0
+        marks = ",".join("?" * len(types))
+        rows = self._query(
+            f"SELECT COUNT(*) FROM memories WHERE deleted = 0 AND type IN ({marks})",
+            [t.value for t in types],
+        )
+        return int(rows[0][0])
 
     def nums(self, memory_ids: Sequence[str]) -> dict[str, int]:
         """memory id → num for stored memories, deleted ones included."""

@@ -1,0 +1,333 @@
+"""HMO tiers: scores, placement, promotion of recalled archive records, the persona and its drift
+gate, the tiered search and its trace, and a kill during a reshuffle. Real journal, graph,
+vectors and encoder throughout."""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import make_config
+from memoryd.memory.models import Entity, EntityType, Fact, MemoryType, Role
+from memoryd.persona import build_persona, drift, fact_sentence
+from memoryd.retrieve import QueryParams, SearchMode
+from memoryd.service import MemoryService, NewTurn
+from memoryd.store.headers import HeaderStore, PersonaSlot, RunKind, Tier
+from memoryd.store.journal import Journal, MemoryChange, NewMemory
+from memoryd.tiers import TierConfig, plan, recall_gain, refresh_persona, score
+
+T0 = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
+TOPICS = [
+    "gardening tomatoes in the greenhouse",
+    "repairing the old bicycle chain",
+    "baking sourdough bread with rye flour",
+    "learning the cello scales slowly",
+    "planning a hiking trip to the fjords",
+    "painting watercolour landscapes outdoors",
+    "building a wooden bookshelf for the hall",
+    "training the puppy to sit and stay",
+]
+
+
+def session_turns(session: int, per_session: int = 4) -> list[NewTurn]:
+    """Distinct, unremarkable turns: one topic per session, a day apart."""
+    topic = TOPICS[session % len(TOPICS)]
+    return [
+        NewTurn(
+            session_id=f"s{session:02d}",
+            role=Role.USER,
+            text=f"Today I spent the morning {topic}, part {i} of session {session}.",
+            ts=T0 + timedelta(days=session, minutes=i),
+            turn_id=f"s{session:02d}-{i}",
+        )
+        for i in range(per_session)
+    ]
+
+
+SMALL = {
+    "tiers.recent_sessions": 1,
+    "tiers.cache_size": 3,
+    "tiers.buffer_size": 4,
+}
+
+
+@pytest.fixture
+def small(tmp_path, service_factory) -> MemoryService:
+    return service_factory(make_config(tmp_path / "data", **SMALL))
+
+
+def fill(service: MemoryService, user: str = "ann", sessions: int = 6) -> datetime:
+    for s in range(sessions):
+        service.ingest(user, session_turns(s))
+    return T0 + timedelta(days=sessions + 1)
+
+
+def tiers_of(service: MemoryService, user: str) -> dict[str, int]:
+    return service.tiers_status(user)["sizes"]
+
+
+def flush(service: MemoryService, user: str) -> None:
+    """Wait for the user's writer to run what queries queued (recall counts, promotions)."""
+    with service._workspace(user) as ws:
+        ws.writer.call(lambda: None)
+
+
+# -- score and placement -------------------------------------------------------------------
+
+
+def test_score_follows_the_formula() -> None:
+    config = TierConfig(alpha=0.1, beta=1.0, decay=0.05)
+    assert recall_gain(0) == pytest.approx(math.log(2))
+    # (0.1*8 + 1*0.5) * ln 2 * exp(-0.05 * 10 / ln 2) for a record 10 days old, never recalled
+    expected = 1.3 * math.log(2) * math.exp(-0.5 / math.log(2))
+    assert score(8.0, 0.5, 0, 10 * 86400, config) == pytest.approx(expected)
+    # recalls raise the score and slow its decay
+    assert score(8.0, 0.5, 3, 10 * 86400, config) > score(8.0, 0.5, 0, 10 * 86400, config)
+    old = score(5, 0.0, 4, 100 * 86400, config) / score(5, 0.0, 4, 0, config)
+    young = score(5, 0.0, 0, 100 * 86400, config) / score(5, 0.0, 0, 0, config)
+    assert old > young
+    assert score(5, 0.0, 0, -50.0, config) == score(5, 0.0, 0, 0.0, config)
+
+
+def test_reshuffle_pins_recent_sessions_and_ranks_the_rest(small: MemoryService) -> None:
+    now = fill(small)
+    assert tiers_of(small, "ann") == {"tier1": 24, "tier2": 0, "tier3": 0}  # new: pinned
+    done = small.reshuffle("ann", now=now)
+    assert done["scored"] == 24 and done["demoted"] == 24 - 4 - 3
+    sizes = tiers_of(small, "ann")
+    assert sizes == {"tier1": 4 + 3, "tier2": 4, "tier3": 24 - 11}
+    status = small.tiers_status("ann")
+    assert status["last_reshuffle"]["scored"] == 24
+    reasons = {m["reason"].split(":")[0] for m in status["moves"]}
+    assert reasons == {"reshuffle"}
+    with small._workspace("ann") as ws:
+        pinned = ws.headers.rows(tiers=[Tier.CACHE])
+    assert {r.session_id for r in pinned if r.pinned} == {"s05"}
+    # a second reshuffle at the same time moves nothing
+    assert small.reshuffle("ann", now=now)["demoted"] == 0
+
+
+def test_plan_orders_by_score_then_newest(tmp_path: Path) -> None:
+    journal = Journal(tmp_path / "j.sqlite")
+    headers = HeaderStore(journal)
+    for i in range(4):
+        fact = _fact(i)
+        new = NewMemory(fact, "s", T0 + timedelta(days=i), np.ones(4, dtype=np.float32) / 2)
+        journal.change_memories(MemoryChange("test", f"f{i}", created=[new]))
+    rows = headers.rows()
+    sims = {r.num: 0.0 for r in rows}
+    placements, moves = plan(rows, sims, set(), TierConfig(cache_size=1, buffer_size=1), T0)
+    by_num = {p.num: p.tier for p in placements}
+    newest_first = sorted(by_num, reverse=True)
+    # same importance, newer is less decayed: the newest leads
+    assert [by_num[n] for n in newest_first] == [
+        Tier.CACHE,
+        Tier.BUFFER,
+        Tier.ARCHIVE,
+        Tier.ARCHIVE,
+    ]
+    assert len(moves) == 3  # all started in tier 1
+    journal.close()
+
+
+# -- recall and promotion ------------------------------------------------------------------
+
+
+def test_a_recalled_archive_record_is_promoted(small: MemoryService) -> None:
+    now = fill(small)
+    small.reshuffle("ann", now=now)
+    with small._workspace("ann") as ws:
+        archived = ws.headers.rows(tiers=[Tier.ARCHIVE])
+        target = min(archived, key=lambda r: r.num)
+        memory = ws.journal.memories_by_num([target.num])[target.num].memory
+    result = small.query("ann", QueryParams(memory.text, k=1, now=now, search=SearchMode.ALL))
+    assert result.items[0].num == target.num
+    flush(small, "ann")
+    record = small.get_memory("ann", memory.id)["header"]
+    assert record["recall_count"] == 1 and record["tier"] < 3
+    moves = small.tiers_status("ann")["moves"]
+    promoted = [m for m in moves if m["id"] == memory.id]
+    assert (
+        promoted
+        and promoted[0]["from"] == 3
+        and "recalled from the archive" in (promoted[0]["reason"])
+    )
+    sizes = tiers_of(small, "ann")
+    assert sizes["tier1"] == 7 and sizes["tier2"] == 4  # a displaced record made room
+
+
+def test_recall_false_changes_no_header(small: MemoryService) -> None:
+    now = fill(small, sessions=2)
+    result = small.query("ann", QueryParams("bicycle chain", k=2, now=now, recall=False))
+    flush(small, "ann")
+    header = small.get_memory("ann", result.items[0].memory.id)["header"]
+    assert header["recall_count"] == 0 and header["last_access"] is None
+
+
+# -- the tiered search ----------------------------------------------------------------------
+
+
+def test_tiered_search_traces_its_stages(small: MemoryService) -> None:
+    now = fill(small)
+    small.reshuffle("ann", now=now)
+    everything = small.query("ann", QueryParams("cello scales", now=now, search=SearchMode.ALL))
+    assert everything.search["stages"][0]["pool"] == everything.candidates == 24
+    only1 = small.query("ann", QueryParams("cello scales", now=now, search=SearchMode.TIER1))
+    assert only1.candidates == 7 and only1.search["stopped_at"] == 1
+    tiered = small.query("ann", QueryParams("bicycle chain", k=3, now=now, recall=False))
+    stages = tiered.search["stages"]
+    assert tiered.search["mode"] == "tiered"
+    assert [s["tier"] for s in stages] == [1, 2, 3][: len(stages)]
+    assert all("why" in s for s in stages[:-1])
+    # the bicycle session (the second of six) is archived: the search had to go on
+    assert tiered.search["stopped_at"] == 3
+    assert "bicycle" in tiered.items[0].memory.text
+
+
+def test_a_sufficient_tier_one_stops_the_search(tmp_path, service_factory) -> None:
+    svc = service_factory(make_config(tmp_path / "d", **SMALL, **{"tiers.threshold": 0.3}))
+    now = fill(svc)
+    svc.reshuffle("ann", now=now)
+    result = svc.query("ann", QueryParams("painting watercolour landscapes", k=2, now=now))
+    first = result.search["stages"][0]
+    assert result.search["stopped_at"] == 1 and first["sufficient"] is True
+    assert first["evidence"] >= 0.3 and "score sufficiency" in first["stop"]
+    assert result.candidates == 7
+
+
+# -- persona and drift gate -----------------------------------------------------------------
+
+
+def _fact(i: int, confidence: float = 1.0) -> Fact:
+    thing = Entity(f"e{i}", f"thing {i}", EntityType.OBJECT)
+    return Fact(f"f{i}", f"t{i}", "likes", thing, f"I like thing {i}", confidence=confidence)
+
+
+def unit(vec: list[float]) -> np.ndarray:
+    v = np.asarray(vec, dtype=np.float32)
+    return v / np.linalg.norm(v)
+
+
+def test_persona_is_the_confidence_weighted_mean() -> None:
+    persona = build_persona([(_fact(1, 1.0), unit([1, 0])), (_fact(2, 3.0), unit([0, 1]))])
+    assert persona.vector is not None
+    assert persona.vector == pytest.approx(unit([1, 3]), abs=1e-6)
+    assert persona.profile.startswith(fact_sentence(_fact(2))) and persona.facts == 2
+    assert build_persona([]).vector is None
+    assert drift(None, None) == 0.0 and drift(unit([1, 0]), None) == pytest.approx(1.0)
+
+
+@pytest.fixture
+def stores(tmp_path: Path):
+    journal = Journal(tmp_path / "j.sqlite")
+    yield journal, HeaderStore(journal)
+    journal.close()
+
+
+def add_fact(journal: Journal, i: int, vec: np.ndarray) -> None:
+    new = NewMemory(_fact(i), "s", T0, vec)
+    journal.change_memories(MemoryChange("test", f"f{i}", created=[new]))
+
+
+def test_drift_gate_fires_only_past_tau(stores) -> None:
+    journal, headers = stores
+    config = TierConfig(drift_threshold=0.10)
+    add_fact(journal, 1, unit([1, 0, 0]))
+    first = refresh_persona(journal, headers, config, T0)
+    assert first["fired"] and first["drift"] == pytest.approx(1.0)  # from no persona at all
+    anchored = headers.persona(PersonaSlot.ANCHOR)
+    # one more fact that turns P by less than tau: P moves, the anchor and the sims stay
+    add_fact(journal, 2, unit([1, 0.09, 0]))
+    small = refresh_persona(journal, headers, config, T0)
+    assert 0 < small["drift"] < 0.10 and not small["fired"]
+    assert headers.persona(PersonaSlot.ANCHOR).vector == pytest.approx(anchored.vector)
+    sims_before = {r.num: r.persona_sim for r in headers.rows()}
+    assert sims_before[2] is None  # the new record waits for the next scoring
+    # a fact far off: the accumulated drift passes tau, sims are recomputed, anchor moves
+    add_fact(journal, 3, unit([0, 0, 1]))
+    big = refresh_persona(journal, headers, config, T0)
+    assert big["drift"] >= 0.10 and big["fired"] and big["rescored"] == 3
+    current = headers.persona(PersonaSlot.CURRENT).vector
+    assert headers.persona(PersonaSlot.ANCHOR).vector == pytest.approx(current)
+    sims = {r.num: r.persona_sim for r in headers.rows()}
+    assert sims[3] == pytest.approx(float(np.dot(unit([0, 0, 1]), current)), abs=1e-5)
+    assert len(headers.runs(RunKind.DRIFT, 10)) == 2
+
+
+def test_facts_from_turns_build_the_persona(service: MemoryService) -> None:
+    service.ingest(
+        "bo",
+        [NewTurn("s1", Role.USER, "I live in Oslo and I work as a nurse.", ts=T0)],
+    )
+    persona = service.tiers_status("bo")["persona"]
+    assert persona["facts"] >= 1 and "Oslo" in persona["profile"]
+    assert persona["drift"] == 0.0 and persona["anchored_at"] is not None
+
+
+# -- durability -----------------------------------------------------------------------------
+
+KILL_IN_RESHUFFLE = """
+import os, signal, sys
+from pathlib import Path
+sys.path.insert(0, {tests!r})
+from conftest import make_config
+from memoryd.service import MemoryService
+from memoryd.store.headers import HeaderStore
+import test_tiers
+
+def die(conn, moves):
+    # the placement UPDATEs ran inside the open transaction; die before it commits
+    os.kill(os.getpid(), signal.SIGKILL)
+
+svc = MemoryService.from_config(make_config(Path({data!r}), **test_tiers.SMALL))
+now = test_tiers.fill(svc)
+print("filled", flush=True)
+HeaderStore._record_moves = staticmethod(die)
+svc.reshuffle("ann", now=now)
+print("survived", flush=True)
+"""
+
+
+def test_a_kill_during_a_reshuffle_leaves_a_consistent_state(tmp_path, service_factory) -> None:
+    data = tmp_path / "data"
+    tests = str(Path(__file__).parent)
+    code = KILL_IN_RESHUFFLE.format(tests=tests, data=str(data))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([tests, *sys.path])}
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    assert "filled" in proc.stdout and "survived" not in proc.stdout
+    svc = service_factory(make_config(data, **SMALL))
+    # the interrupted reshuffle left nothing: every record as ingested, no move recorded
+    assert tiers_of(svc, "ann") == {"tier1": 24, "tier2": 0, "tier3": 0}
+    assert svc.tiers_status("ann")["moves"] == []
+    assert svc.counts("ann")["memories_episodic"] == 24
+    # and the next reshuffle completes
+    svc.reshuffle("ann", now=T0 + timedelta(days=7))
+    assert tiers_of(svc, "ann") == {"tier1": 7, "tier2": 4, "tier3": 13}
+
+
+def test_headers_follow_memories_and_travel_in_exports(small: MemoryService) -> None:
+    now = fill(small, sessions=2)
+    result = small.query("ann", QueryParams("sourdough", k=1, now=now, search=SearchMode.ALL))
+    flush(small, "ann")
+    memory_id = result.items[0].memory.id
+    records = list(small.export_user("ann"))
+    assert records[-1]["kind"] == "headers"
+    assert [h["id"] for h in records[-1]["headers"]] == [memory_id]
+    small.import_user("ann2", records)
+    header = small.get_memory("ann2", memory_id)["header"]
+    assert header["recall_count"] == 1 and header["last_access"] is not None
+    small.delete_memory("ann", memory_id)
+    with small._workspace("ann") as ws:
+        assert len(ws.headers.rows()) == 7
+        assert ws.journal.live_count([MemoryType.EPISODIC]) == 7
