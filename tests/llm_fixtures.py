@@ -4,6 +4,7 @@ scripted fake server for answers no real model gives on demand.
 
 from __future__ import annotations
 
+import copy
 import json
 import socket
 import subprocess
@@ -16,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
+from memoryd.llm import LLM, Prompt
 
 SERVER_STARTUP_TIMEOUT_S = 120
 
@@ -143,3 +146,21 @@ def chat_completion(content: str | None, finish_reason: str = "stop") -> dict[st
             }
         ],
     }
+
+
+class RecordingLLM:
+    """Passes calls to a real LLM and keeps its answers (to check them against the schema)."""
+
+    def __init__(self, llm: LLM) -> None:
+        self.llm, self.name = llm, llm.name
+        self.answers: list[dict[str, Any]] = []
+
+    def generate_json(
+        self, prompt: Prompt, schema: dict[str, Any], *, timeout: float | None = None
+    ) -> dict[str, Any]:
+        answer = self.llm.generate_json(prompt, schema, timeout=timeout)
+        self.answers.append(copy.deepcopy(answer))
+        return answer
+
+    def close(self) -> None:
+        self.llm.close()

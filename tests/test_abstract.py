@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from llm_fixtures import gemma_gguf
+from llm_fixtures import RecordingLLM, gemma_gguf
 from memoryd.errors import LLMOutputError
-from memoryd.llm import LLM, LlamaCppLLM, Prompt
+from memoryd.llm import LlamaCppLLM, Prompt
 from memoryd.memory.abstract import (
     CONFIDENCE,
     MAX_BATCH,
@@ -495,24 +495,6 @@ def test_abstract_imports_only_llm_errors_and_memory():
 
 
 # ------------------------------------------------------------------------- the real model
-
-
-class RecordingLLM:
-    """Passes calls to a real LLM and keeps its answers (to check them against the schema)."""
-
-    def __init__(self, llm: LLM) -> None:
-        self.llm, self.name = llm, llm.name
-        self.answers: list[dict[str, Any]] = []
-
-    def generate_json(
-        self, prompt: Prompt, schema: dict[str, Any], *, timeout: float | None = None
-    ) -> dict[str, Any]:
-        answer = self.llm.generate_json(prompt, schema, timeout=timeout)
-        self.answers.append(copy.deepcopy(answer))
-        return answer
-
-    def close(self) -> None:
-        self.llm.close()
 
 
 @pytest.fixture(scope="module")

@@ -325,15 +325,16 @@ def _search_tiers(
     pool_size = 0
     for depth, deepest in enumerate(stages, start=1):
         pool = None if deepest is None else set(stores.headers.pool(deepest, params.types))
+        size = len(pool) if pool is not None else stores.journal.live_count(params.types)
+        step: dict[str, Any] = {"tier": int(deepest or Tier.ARCHIVE), "pool": size}
+        trace.append(step)
+        if trace[:-1] and size == pool_size:
+            step["skipped"] = "adds no record to the pool searched before"
+            continue
+        pool_size = size
         fused, why, cosines = _fuse(stores, vector, params, config, pool, deepest)
         items = _hits(stores, fused, why, params)
-        pool_size = len(pool) if pool is not None else stores.journal.live_count(params.types)
-        step: dict[str, Any] = {
-            "tier": int(deepest or Tier.ARCHIVE),
-            "pool": pool_size,
-            "hits": len(items),
-        }
-        trace.append(step)
+        step["hits"] = len(items)
         if depth == len(stages):
             step["stop"] = f"deepest tier of a {mode.value} search"
             break
@@ -343,7 +344,8 @@ def _search_tiers(
         if verdict.sufficient:
             step["stop"] = f"{config.sufficiency.name} sufficiency"
             break
-    search = {"mode": mode.value, "stages": trace, "stopped_at": trace[-1]["tier"]}
+    stopped_at = [s["tier"] for s in trace if "skipped" not in s][-1]
+    search = {"mode": mode.value, "stages": trace, "stopped_at": stopped_at}
     return QueryResult(items=items, candidates=pool_size, search=search)
 
 

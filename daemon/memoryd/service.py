@@ -1005,7 +1005,7 @@ def _sufficiency(config: Config, llm: LLM | None) -> Sufficiency:
     """The judge of the tiered search: ``llm`` needs a configured LLM."""
     if config.tiers_sufficiency == "llm":
         if llm is None:
-            raise ConfigError("tiers.sufficiency = llm needs an LLM: set llm.backend")
+            raise ConfigError("tiers.sufficiency", "llm", "needs an LLM: set llm.backend")
         return LLMSufficiency(llm, timeout=config.llm_timeout)
     return ScoreSufficiency(config.tiers_threshold)
 
