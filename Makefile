@@ -17,7 +17,7 @@ LOCOMO ?= ../shared/data/locomo/locomo10.json
 export HF_HUB_OFFLINE := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: run test install models lint check-arm64 bench eval config clean eval-router
+.PHONY: run test install models lint check-arm64 bench bench-tiers eval config clean eval-router
 
 run: install models
 	$(BIN)/memoryd serve
@@ -86,6 +86,16 @@ check-arm64: install
 
 bench: install models
 	$(BIN)/python scripts/bench.py
+
+# Tiered vs exhaustive search on LoCoMo (read in place) and on a synthetic LongMemEval-format
+# file generated here (never committed): 12 questions over haystacks of 80 sessions x 12 turns.
+LME_SYNTH := eval-data/longmemeval_synth.json
+
+$(LME_SYNTH): scripts/make_lme_synth.py | $(VENV)/.installed
+	$(BIN)/python scripts/make_lme_synth.py --instances 12 --sessions 80 --turns 12 --out $@
+
+bench-tiers: install models $(LME_SYNTH)
+	$(BIN)/python scripts/bench_tiers.py --locomo $(LOCOMO) --lme $(LME_SYNTH)
 
 eval: install models
 	$(BIN)/memoryd eval locomo $(LOCOMO) --out eval-results/locomo.txt

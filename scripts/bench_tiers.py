@@ -23,14 +23,16 @@ query p50/p95 (and p50 over the bare encoder call measured in the same run), the
 queries that stopped at tier 1/2/3, and reshuffle seconds per 1k records scored.
 
 A threshold sweep follows: the tiered search at other `tiers.threshold` values, computed from the
-recorded stages (each question's tier-1 and tier-1+2 hits and evidence), calibrated on the first
-half of the LoCoMo conversations and reported on the second half too.
+recorded stages (each question's tier-1 and tier-1+2 hits and word share), calibrated on the first
+half of the LoCoMo conversations and reported on the second half too. Settings come from the
+environment as usual (``MEMORYD_TIERS_DECAY=0.01 make bench-tiers``).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import resource
 import sys
 import tempfile
@@ -48,24 +50,26 @@ from memoryd.eval.locomo import load_locomo, recall
 from memoryd.eval.longmemeval import load_longmemeval, recall_all
 from memoryd.retrieve import QueryParams, SearchMode
 from memoryd.service import MemoryService, NewTurn
-from memoryd.sufficiency import Evidence, Verdict, evidence_score
+from memoryd.sufficiency import Stage as JudgedStage
+from memoryd.sufficiency import Verdict, word_share
 
 REPO = Path(__file__).resolve().parents[1]
 LOCOMO = REPO.parent / "shared" / "data" / "locomo" / "locomo10.json"
 LME = REPO / "eval-data" / "longmemeval_synth.json"
 MODES = (SearchMode.ALL, SearchMode.TIER1, SearchMode.TIER2, SearchMode.TIERED)
-THRESHOLDS = (0.35, 0.40, 0.45, 0.50, 0.55, 0.60, 0.65, 0.70, 0.80, 1.01)
+THRESHOLDS = (0.50, 0.60, 0.70, 0.75, 0.80, 0.85, 0.90, 0.95, 1.00)
 K = 10
 BATCH = 64
 
 
 @dataclass
 class Stage:
-    """One stage of the recorded tiered search: its pool, hits (turn ids) and judge inputs."""
+    """One stage of the recorded tiered search: its pool, hits (turn ids), word share and
+    whether its top-k was full."""
 
     pool: int
     turns: list[str]
-    evidence: float
+    share: float
     full: bool
 
 
@@ -90,10 +94,10 @@ class Recorder:
     def __init__(self) -> None:
         self.seen: list[tuple[float, bool, list[str]]] = []
 
-    def __call__(self, query: str, k: int, hits: Sequence[Evidence]) -> Verdict:
-        turns = list(dict.fromkeys(h.turn_id for h in hits))
-        best = max((evidence_score(query, h) for h in hits), default=0.0)
-        self.seen.append((best, len(turns) >= k, turns))
+    def __call__(self, stage: JudgedStage) -> Verdict:
+        turns = list(dict.fromkeys(h.turn_id for h in stage.hits))
+        share = word_share(stage.words, stage.store_size)
+        self.seen.append((-1.0 if share is None else share, len(turns) >= stage.k, turns))
         return Verdict(False, "recording")
 
 
@@ -209,7 +213,7 @@ def _reshuffle(service: MemoryService, user: str, now: datetime, data: Dataset) 
 def _simulate(question: Question, threshold: float) -> tuple[list[str], int, int]:
     """The tiered search at ``threshold`` from the recorded stages: ranking, pool, tier."""
     for tier, stage in enumerate(question.stages[:2], start=1):
-        if stage.full and stage.evidence >= threshold:
+        if stage.full and stage.share >= threshold:
             return stage.turns, stage.pool, tier
     return question.ranked["all"], question.candidates["all"], 3
 
@@ -291,7 +295,7 @@ def format_table(datasets: list[Dataset], encoder_ms: float, threshold: float) -
         f" {'p50 ms':>7} {'p95 ms':>7} {'p50/enc':>7} {'stop T1/T2/T3':>17} {'reshuffle s/1k':>14}"
     )
     lines = [
-        f"tiered search vs exhaustive (k={K}; score sufficiency, threshold {threshold}; "
+        f"tiered search vs exhaustive (k={K}; score sufficiency, word share >= {threshold}; "
         f"bare encoder p50 {encoder_ms:.2f} ms in this run)",
         header,
         "-" * len(header),
@@ -353,7 +357,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=REPO / "bench-results" / "tiers.txt")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="memoryd-bench-tiers-") as tmp:
-        config = load_config(overrides={"data_dir": Path(tmp), "model_dir": REPO / "models"})
+        overrides = {"data_dir": Path(tmp), "model_dir": REPO / "models"}
+        config = load_config(environ=os.environ, overrides=overrides)
         service = MemoryService.from_config(config)
         try:
             datasets = []

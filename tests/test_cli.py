@@ -42,6 +42,7 @@ def test_help_teaches() -> None:
         "import",
         "doctor",
         "router",
+        "tiers",
     ]:
         assert command in result.output
     assert "memoryd doctor" in result.output
@@ -132,4 +133,24 @@ def test_memory_facts_tasks_and_abstract(run, tmp_path: Path) -> None:
     (task,) = json.loads(run("memory tasks", "--user", "ana").output)["tasks"]
     assert task["record"]["states"][-1]["status"] == "pending"
     result = run("memory abstract", "--user", "ana", ok=False)
+    assert result.exit_code != 0 and "no LLM is configured" in result.output
+
+
+def test_tiers_status_reshuffle_and_search(run, tmp_path: Path) -> None:
+    lines = [
+        {"session_id": f"s{i}", "role": "user", "text": f"Day {i}: I repaired clock number {i}."}
+        for i in range(8)
+    ]
+    path = tmp_path / "turns.jsonl"
+    path.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    run("ingest", str(path), "--user", "ana")
+    status = json.loads(run("tiers status", "--user", "ana").output)
+    assert status["sizes"] == {"tier1": 8, "tier2": 0, "tier3": 0}
+    done = json.loads(run("tiers reshuffle", "--user", "ana").output)
+    assert done["scored"] == 8 and done["sizes"] == {"tier1": 8, "tier2": 0, "tier3": 0}
+    payload = json.loads(run("query", "clock", "--user", "ana", "--search", "all", "--json").output)
+    assert payload["search"]["mode"] == "all" and payload["candidates"] == 8
+    bad = run("query", "clock", "--user", "ana", "--search", "tier9", ok=False)
+    assert bad.exit_code == 2 and "tier9" in bad.output
+    result = run("tiers importance", "--user", "ana", ok=False)
     assert result.exit_code != 0 and "no LLM is configured" in result.output

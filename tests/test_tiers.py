@@ -22,6 +22,7 @@ from memoryd.retrieve import QueryParams, SearchMode
 from memoryd.service import MemoryService, NewTurn
 from memoryd.store.headers import HeaderStore, PersonaSlot, RunKind, Tier
 from memoryd.store.journal import Journal, MemoryChange, NewMemory
+from memoryd.sufficiency import Evidence, ScoreSufficiency, Stage, idf, word_share
 from memoryd.tiers import TierConfig, plan, recall_gain, refresh_persona, score
 
 T0 = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
@@ -192,15 +193,35 @@ def test_tiered_search_traces_its_stages(small: MemoryService) -> None:
     assert "bicycle" in tiered.items[0].memory.text
 
 
-def test_a_sufficient_tier_one_stops_the_search(tmp_path, service_factory) -> None:
-    svc = service_factory(make_config(tmp_path / "d", **SMALL, **{"tiers.threshold": 0.3}))
-    now = fill(svc)
-    svc.reshuffle("ann", now=now)
-    result = svc.query("ann", QueryParams("painting watercolour landscapes", k=2, now=now))
+def test_a_sufficient_tier_one_stops_the_search(small: MemoryService) -> None:
+    now = fill(small)
+    small.reshuffle("ann", now=now)
+    # every record with these words is in the latest session, pinned to tier 1
+    result = small.query("ann", QueryParams("painting watercolour landscapes", k=2, now=now))
     first = result.search["stages"][0]
     assert result.search["stopped_at"] == 1 and first["sufficient"] is True
-    assert first["evidence"] >= 0.3 and "score sufficiency" in first["stop"]
+    assert first["value"] == pytest.approx(1.0) and "score sufficiency" in first["stop"]
     assert result.candidates == 7
+    # a word only archived records hold: tier 1 and tier 2 hold none of them
+    archived = small.query("ann", QueryParams("sourdough bread", k=2, now=now, recall=False))
+    shares = [s["value"] for s in archived.search["stages"] if "value" in s]
+    assert shares == [0.0, 0.0] and archived.search["stopped_at"] == 3
+
+
+def test_word_share_weighs_rare_words_more() -> None:
+    # 100 records; "said" in 50 (half in the pool), "tortoise" in 2 (both in the pool)
+    words = {"said": (50, 25), "tortoise": (2, 2)}
+    w_said, w_tortoise = idf(100, 50), idf(100, 2)
+    expected = (w_said * 0.5 + w_tortoise * 1.0) / (w_said + w_tortoise)
+    assert word_share(words, 100) == pytest.approx(expected) and expected > 0.75
+    assert word_share({"zeppelin": (0, 0)}, 100) is None
+    hits = [Evidence("x", "- x", f"t{i}", 0.1) for i in range(3)]
+    judge = ScoreSufficiency(0.8)
+    assert judge(Stage("q", 3, hits, {"a": (4, 4)}, 10)).sufficient
+    assert not judge(Stage("q", 3, hits, {"a": (4, 3)}, 10)).sufficient  # 0.75
+    short = judge(Stage("q", 4, hits, {"a": (4, 4)}, 10))
+    assert not short.sufficient and short.why == "top-k not full (3 of 4 turns)"
+    assert "no record holds" in judge(Stage("q", 3, hits, {"a": (0, 0)}, 10)).why
 
 
 # -- persona and drift gate -----------------------------------------------------------------

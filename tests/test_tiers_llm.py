@@ -20,7 +20,7 @@ from memoryd.memory.models import Role
 from memoryd.retrieve import QueryParams
 from memoryd.service import MemoryPatch, MemoryService, NewTurn
 from memoryd.store.headers import ImportanceSource
-from memoryd.sufficiency import Evidence, LLMSufficiency
+from memoryd.sufficiency import Evidence, LLMSufficiency, Stage
 
 T0 = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
 TEXTS = [
@@ -41,19 +41,20 @@ def gemma(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RecordingLLM]:
     path.unlink()
 
 
-def hits() -> list[Evidence]:
-    return [Evidence(t, f"[2024-03-01 09:0{i}] {t}", f"t{i}", 0.5) for i, t in enumerate(TEXTS)]
+def stage(query: str, k: int) -> Stage:
+    hits = [Evidence(t, f"[2024-03-01 09:0{i}] {t}", f"t{i}", 0.5) for i, t in enumerate(TEXTS)]
+    return Stage(query, k, hits, {}, len(TEXTS))
 
 
 def test_llm_judge_answers_with_a_trigger_token(gemma: RecordingLLM) -> None:
     judge = LLMSufficiency(gemma, timeout=300)
-    verdict = judge("Which antibiotic am I allergic to?", 3, hits())
+    verdict = judge(stage("Which antibiotic am I allergic to?", 3))
     answer = gemma.answers[-1]
     assert list(Draft202012Validator(sufficiency_schema()).iter_errors(answer)) == []
     assert verdict.sufficient == (answer["verdict"] == "sufficient")
     assert verdict.why == f"LLM says {answer['verdict']}"
     calls = len(gemma.answers)
-    short = judge("Which antibiotic?", 5, hits())  # three turns for a top-5: no LLM call
+    short = judge(stage("Which antibiotic?", 5))  # three turns for a top-5: no LLM call
     assert not short.sufficient and "not full" in short.why and len(gemma.answers) == calls
 
 
@@ -61,7 +62,7 @@ def test_a_failing_llm_judge_searches_on(tmp_path: Path) -> None:
     missing = LlamaCppLLM(
         tmp_path / "no-such-model.gguf", threads=1, context=512, max_tokens=16, idle_release=60.0
     )
-    verdict = LLMSufficiency(missing)("Which antibiotic am I allergic to?", 3, hits())
+    verdict = LLMSufficiency(missing)(stage("Which antibiotic am I allergic to?", 3))
     assert not verdict.sufficient and "LLMUnavailableError" in verdict.why
 
 

@@ -25,7 +25,7 @@ from tqdm import tqdm
 from memoryd import __version__
 from memoryd.config import SETTINGS, Config, default_config_path, load_config
 from memoryd.errors import ConfigError, MemorydError
-from memoryd.retrieve import QueryParams, render_context
+from memoryd.retrieve import QueryParams, SearchMode, render_context
 from memoryd.service import MemoryService, NewTurn
 
 log = logging.getLogger(__name__)
@@ -252,6 +252,12 @@ def ingest(
 @click.option("--when", help="Only episodes in this time: 'last Friday', 'two weeks ago'.")
 @click.option("--before", help="Episodes before this event (text or episode id).")
 @click.option("--after", help="Episodes after this event (text or episode id).")
+@click.option(
+    "--search",
+    type=click.Choice([m.value for m in SearchMode]),
+    help="Tiers to search: tiered (1, then 1+2, then all, until sufficient), all, tier1, tier2."
+    " Default: the tiers.search setting.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the full JSON reply.")
 @_domain_errors
 def query(
@@ -266,13 +272,21 @@ def query(
     when: str | None,
     before: str | None,
     after: str | None,
+    search: str | None,
     as_json: bool,
 ) -> None:
-    """Ask USER's memory TEXT; print the rendered context (or --json)."""
+    """Ask USER's memory TEXT; print the rendered context (or --json, with the tier trace)."""
     from memoryd.api.routes import query_reply
 
     params = QueryParams(
-        query=text, k=k, entities=entities, people=people, when=when, before=before, after=after
+        query=text,
+        k=k,
+        entities=entities,
+        people=people,
+        when=when,
+        before=before,
+        after=after,
+        search=SearchMode(search) if search else None,
     )
     config = _load(config_path, data_dir=data_dir, model_dir=model_dir)
     with _service(config) as service:
@@ -383,6 +397,40 @@ _user_command(
     "abstract",
     "Derive facts and rules from USER's new episodes with the configured LLM now.",
     lambda service, user: service.abstract_now(user),
+)
+
+
+@main.group()
+def tiers() -> None:
+    """Inspect and run a user's memory tiers (the daemon must be stopped).
+
+    \b
+    memoryd tiers status --user alice       tier sizes, persona and drift, recent moves
+    memoryd tiers reshuffle --user alice    re-score and re-place the records now
+    memoryd tiers importance --user alice   rate a batch of records' importance with the LLM
+
+    Tier 1 holds the last tiers.recent_sessions sessions and the tiers.cache_size best scored
+    records, tier 2 the next tiers.buffer_size, tier 3 everything (see memoryd.tiers).
+    """
+
+
+_user_command(
+    tiers,
+    "status",
+    "Show USER's tier sizes, persona profile and drift, last reshuffle and recent moves.",
+    lambda service, user: service.tiers_status(user),
+)
+_user_command(
+    tiers,
+    "reshuffle",
+    "Re-score USER's active records and place them in tiers 1-3 now.",
+    lambda service, user: service.reshuffle(user),
+)
+_user_command(
+    tiers,
+    "importance",
+    "Replace the heuristic importance of a batch of USER's records with the LLM's rating.",
+    lambda service, user: {"scored": service.score_importance(user)},
 )
 
 

@@ -410,9 +410,9 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "tiers.threshold",
-        0.6,
-        "Evidence (mean of query-word coverage and cosine) the best hit needs for `score` "
-        "sufficiency; calibrated with `make bench-tiers`.",
+        0.8,
+        "Word share `score` sufficiency needs: the idf-weighted share of the records holding "
+        "the query's words that are in the pool searched (calibrated with `make bench-tiers`).",
         check=_fraction,
         rule="must be in [0, 1]",
     ),

@@ -83,7 +83,7 @@ from memoryd.store.headers import HeaderStore, Tier
 from memoryd.store.journal import Journal, StoredMemory
 from memoryd.store.lexical import content_tokens
 from memoryd.store.vectors import VectorStore
-from memoryd.sufficiency import Evidence, ScoreSufficiency, Sufficiency
+from memoryd.sufficiency import Evidence, ScoreSufficiency, Stage, Sufficiency
 
 log = logging.getLogger(__name__)
 
@@ -338,9 +338,9 @@ def _search_tiers(
         if depth == len(stages):
             step["stop"] = f"deepest tier of a {mode.value} search"
             break
-        evidence = [_evidence(i, cosines) for i in items if i.hit]
-        verdict = config.sufficiency(params.query, params.k, evidence)
-        step.update(sufficient=verdict.sufficient, why=verdict.why, evidence=verdict.evidence)
+        assert deepest is not None  # only the last stage searches everything
+        verdict = config.sufficiency(_stage(stores, params, items, cosines, deepest))
+        step.update(sufficient=verdict.sufficient, why=verdict.why, value=verdict.value)
         if verdict.sufficient:
             step["stop"] = f"{config.sufficiency.name} sufficiency"
             break
@@ -349,9 +349,20 @@ def _search_tiers(
     return QueryResult(items=items, candidates=pool_size, search=search)
 
 
-def _evidence(item: Item, cosines: dict[int, float]) -> Evidence:
-    cosine = cosines.get(item.num, 0.0)
-    return Evidence(item.memory.text, render_line(item), item.memory.turn_id, cosine)
+def _stage(
+    stores: Stores, params: QueryParams, items: list[Item], cosines: dict[int, float], deepest: Tier
+) -> Stage:
+    """What the sufficiency judge sees of a stage (see :mod:`memoryd.sufficiency`)."""
+    hits = [
+        Evidence(i.memory.text, render_line(i), i.memory.turn_id, cosines.get(i.num, 0.0))
+        for i in items
+        if i.hit
+    ]
+    words = stores.journal.term_frequencies(
+        content_tokens(params.query), params.types, int(deepest)
+    )
+    store_size = stores.journal.live_count(params.types)
+    return Stage(params.query, params.k, hits, words, store_size)
 
 
 def _hits(

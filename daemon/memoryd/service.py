@@ -100,7 +100,7 @@ from memoryd.store.journal import (
     updates_of_payload,
 )
 from memoryd.sufficiency import LLMSufficiency, ScoreSufficiency, Sufficiency
-from memoryd.tiers import record_recall, reshuffle, status
+from memoryd.tiers import reshuffle, status
 from memoryd.workspace import Workspace
 
 log = logging.getLogger(__name__)
@@ -376,8 +376,7 @@ class MemoryService:
             result = retrieve(stores, vector, params, self.retrieval, self._expander)
             hits = [i.num for i in result.items if i.hit]
             if params.recall and hits:
-                at = params.reference_time()
-                ws.writer.submit(lambda: record_recall(ws.journal, ws.headers, hits, ws.tiers, at))
+                ws.note_recall(hits, params.reference_time())
         return result
 
     def get_turn(self, user_id: str, turn_id: str) -> dict[str, Any]:

@@ -180,7 +180,7 @@ def reshuffle(
         "scored": len(placements),
         "promoted": sum(m.to_tier < m.from_tier for m in moves),
         "demoted": sum(m.to_tier > m.from_tier for m in moves),
-        "sizes": {int(t): n for t, n in headers.sizes().items()},
+        "sizes": tier_sizes(headers),
         "seconds": round(time.perf_counter() - started, 4),
     }
     headers.record_run(RunKind.RESHUFFLE, detail, now)
@@ -194,26 +194,26 @@ def record_recall(
     config: TierConfig,
     now: datetime | None = None,
 ) -> list[Move]:
-    """A query recalled ``nums``: count the recall, then score each archived one and promote it
-    when it beats the lowest ranked active record (displacing that one a tier down)."""
+    """Queries recalled ``nums`` (a num once per query that recalled it): count the recalls,
+    then score each archived one and promote it when it beats the lowest ranked active record
+    (displacing that one a tier down)."""
     now = now or datetime.now(UTC)
     if not nums:
         return []
     headers.record_recalls(nums, now)
-    archived = headers.rows(tiers=[Tier.ARCHIVE], nums=nums)
+    archived = headers.rows(tiers=[Tier.ARCHIVE], nums=sorted(set(nums)))
     if not archived:
         return []
     sims = _sims(journal, headers, archived)
     moves: list[Move] = []
-    placements: list[Placement] = []
-    for row in archived:
+    for row in sorted(archived, key=lambda r: r.num):
+        placements: list[Placement] = []
         s = header_score(row, sims[row.num], now, config)
         promoted = _promote(headers, row, s, config, now, placements)
-        moves += promoted
         if not promoted:
             placements.append(Placement(row.num, Tier.ARCHIVE, s, False, sims[row.num]))
         headers.place(placements, promoted, now)
-        placements = []
+        moves += promoted
     if moves:
         headers.record_run(
             RunKind.PROMOTION,
@@ -313,13 +313,17 @@ def current_persona(journal: Journal) -> Persona:
     return build_persona(facts)
 
 
+def tier_sizes(headers: HeaderStore) -> dict[str, int]:
+    return {f"tier{int(t)}": n for t, n in headers.sizes().items()}
+
+
 def status(headers: HeaderStore, config: TierConfig, moves: int = 20) -> dict[str, Any]:
     """What ``GET /v1/users/{id}/tiers`` shows: sizes, the persona, recent moves and runs."""
     current = headers.persona(PersonaSlot.CURRENT)
     anchor = headers.persona(PersonaSlot.ANCHOR)
     distance = drift(current.vector if current else None, anchor.vector if anchor else None)
     return {
-        "sizes": {f"tier{int(t)}": n for t, n in headers.sizes().items()},
+        "sizes": tier_sizes(headers),
         "capacity": {
             "recent_sessions": config.recent_sessions,
             "tier1_by_score": config.cache_size,

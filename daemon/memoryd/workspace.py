@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import logging
 import shutil
+import threading
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from functools import cached_property
 from pathlib import Path
 
@@ -42,7 +44,7 @@ from memoryd.store.journal import (
     updates_of_payload,
 )
 from memoryd.store.vectors import VectorStore
-from memoryd.tiers import TierConfig, refresh_persona
+from memoryd.tiers import TierConfig, record_recall, refresh_persona
 from memoryd.writer import SerialWriter
 
 log = logging.getLogger(__name__)
@@ -77,6 +79,8 @@ class Workspace:
         self.journal = Journal(directory / JOURNAL_FILE)
         self.headers = HeaderStore(self.journal)
         self.tiers = TierConfig.from_config(config)
+        self._recalls: list[tuple[list[int], datetime]] = []
+        self._recalls_lock = threading.Lock()
         self.graph = self._open_graph()
         self.dim = dim
         self.vectors = self._open_vectors()
@@ -157,6 +161,25 @@ class Workspace:
         self.catch_up()
         self._facts_changed([], always=True)  # it may have removed the turn's facts
         return seq
+
+    def note_recall(self, nums: list[int], at: datetime) -> None:
+        """Count a retrieval of ``nums`` later, on the writer, without waiting for it.
+
+        Retrievals noted while a count is pending join it: one transaction (one fsync) for
+        all of them, so a burst of queries does not queue a write each."""
+        with self._recalls_lock:
+            self._recalls.append((nums, at))
+            if len(self._recalls) > 1:
+                return
+        self.writer.submit(self._apply_recalls)
+
+    def _apply_recalls(self) -> None:
+        with self._recalls_lock:
+            pending, self._recalls = self._recalls, []
+        if pending:
+            nums = [n for batch, _ in pending for n in batch]
+            at = max(when for _, when in pending)
+            record_recall(self.journal, self.headers, nums, self.tiers, at)
 
     def _facts_changed(self, memories: Sequence[Memory], always: bool = False) -> None:
         if always or any(memory_type(m) is MemoryType.SEMANTIC for m in memories):

@@ -377,10 +377,12 @@ class HeaderStore:
             )
 
     def record_recalls(self, nums: Sequence[int], at: datetime) -> None:
-        """A retrieval recalled these memories: C_m + 1 and t_last = ``at``."""
+        """Retrievals recalled these memories (a num once per retrieval): C_m + 1 each time,
+        and t_last = ``at`` unless a later access is stored (UTC ISO strings sort by time)."""
         with self.journal.transaction() as conn:
             conn.executemany(
-                "UPDATE headers SET recall_count = recall_count + 1, last_access = ? WHERE num = ?",
+                "UPDATE headers SET recall_count = recall_count + 1,"
+                " last_access = MAX(COALESCE(last_access, ''), ?) WHERE num = ?",
                 [(_iso(at), int(n)) for n in nums],
             )
 
