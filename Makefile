@@ -88,11 +88,11 @@ bench: install models
 	$(BIN)/python scripts/bench.py
 
 # Tiered vs exhaustive search on LoCoMo (read in place) and on a synthetic LongMemEval-format
-# file generated here (never committed): 12 questions over haystacks of 80 sessions x 12 turns.
+# file generated here (never committed): 12 questions over haystacks of 150 sessions x 12 turns.
 LME_SYNTH := eval-data/longmemeval_synth.json
 
 $(LME_SYNTH): scripts/make_lme_synth.py | $(VENV)/.installed
-	$(BIN)/python scripts/make_lme_synth.py --instances 12 --sessions 80 --turns 12 --out $@
+	$(BIN)/python scripts/make_lme_synth.py --instances 12 --sessions 150 --turns 12 --out $@
 
 bench-tiers: install models $(LME_SYNTH)
 	$(BIN)/python scripts/bench_tiers.py --locomo $(LOCOMO) --lme $(LME_SYNTH)

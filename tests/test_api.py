@@ -184,6 +184,8 @@ def test_turn_text_limit_counts_bytes(client: TestClient) -> None:
         {"query": "x", "k": 1000},
         {"query": "x", "types": ["gossip"]},
         {"query": "x", "since": "2024-02-01T00:00:00Z", "until": "2024-01-01T00:00:00Z"},
+        {"query": "x", "search": "tier9"},
+        {"query": "x", "recall": "sometimes"},
     ],
 )
 def test_bad_queries_are_422(client: TestClient, body: dict) -> None:
@@ -273,3 +275,29 @@ def test_router_endpoints(client: TestClient) -> None:
     assert r.status_code == 409 and "shipped head" in error_of(r)["message"]
     assert client.get("/v1/users/nobody/router", headers=AUTH).status_code == 404
     assert client.post("/v1/users/alice/router/rounds").status_code == 401
+
+
+def test_tier_endpoints(client: TestClient) -> None:
+    ingest(client)
+    r = client.post("/v1/users/alice/query", json={"query": "ibuprofen", "k": 1}, headers=AUTH)
+    search = r.json()["search"]
+    assert search["mode"] == "tiered" and search["stages"][0]["tier"] == 1
+    assert r.json()["candidates"] == search["stages"][0]["pool"]
+    done = client.post("/v1/users/alice/tiers/reshuffle", headers=AUTH).json()
+    assert done["scored"] == done["sizes"]["tier1"] >= 2
+    status = client.get("/v1/users/alice/tiers?moves=5", headers=AUTH).json()
+    assert status["sizes"]["tier1"] >= 2 and status["last_reshuffle"]["scored"] == done["scored"]
+    assert status["persona"]["facts"] >= 1 and "ibuprofen" in status["persona"]["profile"]
+    r = client.post(
+        "/v1/users/alice/query", json={"query": "ibuprofen", "k": 1, "search": "all"}, headers=AUTH
+    )
+    assert r.json()["search"]["stages"] == [
+        {
+            "tier": 3,
+            "pool": r.json()["candidates"],
+            "hits": 1,
+            "stop": "last stage (search: all)",
+        }
+    ]
+    assert client.get("/v1/users/alice/tiers?moves=-1", headers=AUTH).status_code == 422
+    assert client.get("/v1/users/bob/tiers", headers=AUTH).status_code == 404

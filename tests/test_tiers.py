@@ -152,7 +152,7 @@ def test_a_recalled_archive_record_is_promoted(small: MemoryService) -> None:
     result = small.query("ann", QueryParams(memory.text, k=1, now=now, search=SearchMode.ALL))
     assert result.items[0].num == target.num
     flush(small, "ann")
-    record = small.get_memory("ann", memory.id)["header"]
+    record = small.get_memory("ann", memory.id)["record"]["header"]
     assert record["recall_count"] == 1 and record["tier"] < 3
     moves = small.tiers_status("ann")["moves"]
     promoted = [m for m in moves if m["id"] == memory.id]
@@ -169,7 +169,7 @@ def test_recall_false_changes_no_header(small: MemoryService) -> None:
     now = fill(small, sessions=2)
     result = small.query("ann", QueryParams("bicycle chain", k=2, now=now, recall=False))
     flush(small, "ann")
-    header = small.get_memory("ann", result.items[0].memory.id)["header"]
+    header = small.get_memory("ann", result.items[0].memory.id)["record"]["header"]
     assert header["recall_count"] == 0 and header["last_access"] is None
 
 
@@ -346,7 +346,7 @@ def test_headers_follow_memories_and_travel_in_exports(small: MemoryService) -> 
     assert records[-1]["kind"] == "headers"
     assert [h["id"] for h in records[-1]["headers"]] == [memory_id]
     small.import_user("ann2", records)
-    header = small.get_memory("ann2", memory_id)["header"]
+    header = small.get_memory("ann2", memory_id)["record"]["header"]
     assert header["recall_count"] == 1 and header["last_access"] is not None
     small.delete_memory("ann", memory_id)
     with small._workspace("ann") as ws:

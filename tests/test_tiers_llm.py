@@ -85,11 +85,11 @@ def test_importance_job_stores_the_llm_scores(llm_service: MemoryService, gemma)
     assert list(Draft202012Validator(importance_schema(count)).iter_errors(answer)) == []
     assert scored >= 1
     ids = [m["id"] for r in replies for m in r["memories"]]
-    headers = [llm_service.get_memory("ann", memory_id)["header"] for memory_id in ids]
+    headers = [llm_service.get_memory("ann", memory_id)["record"]["header"] for memory_id in ids]
     by_llm = [h for h in headers if h["importance_by"] == ImportanceSource.LLM.value]
     assert len(by_llm) == scored and all(1 <= h["importance"] <= 10 for h in by_llm)
     # the client's importance wins over the LLM's
-    assert llm_service.get_memory("ann", kept)["header"]["importance"] == 9.5
+    assert llm_service.get_memory("ann", kept)["record"]["header"]["importance"] == 9.5
     assert llm_service.score_importance("ann") == 0  # nothing left to score
 
 

@@ -336,7 +336,7 @@ def _search_tiers(
         items = _hits(stores, fused, why, params)
         step["hits"] = len(items)
         if depth == len(stages):
-            step["stop"] = f"deepest tier of a {mode.value} search"
+            step["stop"] = f"last stage (search: {mode.value})"
             break
         assert deepest is not None  # only the last stage searches everything
         verdict = config.sufficiency(_stage(stores, params, items, cosines, deepest))

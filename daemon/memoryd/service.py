@@ -62,6 +62,7 @@ from memoryd.memory.consolidate import BatchView, consolidate, consolidate_entri
 from memoryd.memory.extract import extract
 from memoryd.memory.models import (
     Fact,
+    Header,
     Label,
     Memory,
     MemoryType,
@@ -85,7 +86,7 @@ from memoryd.retrieve import (
 from memoryd.router import Router, RouterHead
 from memoryd.router.enhance import LoopSettings, SelfEnhancingRouter
 from memoryd.router.trainer import in_pool_holdout
-from memoryd.store.headers import HeaderRow, ImportanceSource
+from memoryd.store.headers import ImportanceSource
 from memoryd.store.journal import (
     FEEDBACK_POSITIVE,
     LogKind,
@@ -374,6 +375,7 @@ class MemoryService:
         with self._workspace(user_id) as ws:
             stores = Stores(ws.journal, ws.graph, ws.vectors, ws.headers)
             result = retrieve(stores, vector, params, self.retrieval, self._expander)
+            _live_headers(ws, {i.num: i.memory for i in result.items})
             hits = [i.num for i in result.items if i.hit]
             if params.recall and hits:
                 ws.note_recall(hits, params.reference_time())
@@ -407,6 +409,7 @@ class MemoryService:
     ) -> dict[str, Any]:
         with self._workspace(user_id) as ws:
             stored = ws.journal.list_memories(types or tuple(MemoryType), limit, after_num=cursor)
+            _live_headers(ws, {s.num: s.memory for s in stored})
         return {
             "memories": [_memory_dict(s.memory, s.type) for s in stored],
             "next_cursor": stored[-1].num if len(stored) == limit else None,
@@ -416,11 +419,8 @@ class MemoryService:
         """The memory with its live header (importance, persona similarity, recalls, tier)."""
         with self._workspace(user_id) as ws:
             stored = self._stored(ws, user_id, memory_id)
-            live = ws.headers.rows(nums=[stored.num])
-        out = _memory_dict(stored.memory, stored.type)
-        if live:
-            out["header"] = _header_dict(live[0])
-        return out
+            _live_headers(ws, {stored.num: stored.memory})
+        return _memory_dict(stored.memory, stored.type)
 
     def patch_memory(self, user_id: str, memory_id: str, patch: MemoryPatch) -> dict[str, Any]:
         """Edit a memory's text (re-embedded) or importance; journaled, then projected."""
@@ -981,17 +981,17 @@ def _memory_dict(memory: Memory, mtype: MemoryType) -> dict[str, Any]:
     return {"id": memory.id, "type": mtype.value, "text": memory.text, "record": to_payload(memory)}
 
 
-def _header_dict(row: HeaderRow) -> dict[str, Any]:
-    return {
-        "importance": row.importance,
-        "importance_by": row.importance_by.value,
-        "persona_sim": row.persona_sim,
-        "recall_count": row.recall_count,
-        "last_access": row.last_access.isoformat() if row.last_access else None,
-        "tier": int(row.tier),
-        "pinned": row.pinned,
-        "score": row.score,
-    }
+def _live_headers(ws: Workspace, memories: dict[int, Memory]) -> None:
+    """Put each memory's live header (the journal's headers table) on its record."""
+    for row in ws.headers.rows(nums=list(memories)):
+        memories[row.num].header = Header(
+            importance=row.importance,
+            persona_sim=row.persona_sim or 0.0,
+            recall_count=row.recall_count,
+            last_access=row.last_access,
+            tier=int(row.tier),
+            importance_by=row.importance_by.value,
+        )
 
 
 def _fact_dict(stored: StoredMemory) -> dict[str, Any]:

@@ -81,13 +81,16 @@ class TaskStatus(StrEnum):
 
 @dataclass
 class Header:
-    """HMO header carried by every memory record."""
+    """HMO header carried by every memory record. A journaled record holds the header it was
+    created with; the live one (recalls, tier, LLM importance) is kept in the journal's headers
+    table and put on records the API returns (see :mod:`memoryd.store.headers`)."""
 
     importance: float = 5.0
     persona_sim: float = 0.0
     recall_count: int = 0
     last_access: datetime | None = None
-    tier: int = 3
+    tier: int = 1
+    importance_by: str = "heuristic"
 
 
 @dataclass(frozen=True)
