@@ -161,6 +161,7 @@ def run_locomo(service: MemoryService, path: Path, limit: int | None) -> Dataset
             data.questions.append(question)
             asked.append((q.text, question.score))
         data.second += _second_pass(service, user, conv.last_ts, asked)
+        service.delete_user(user)
     return data
 
 
@@ -198,6 +199,7 @@ def run_lme(service: MemoryService, path: Path, limit: int | None) -> Dataset:
         question = Question(lambda ids, k, rel=relevant: recall_all(ids, rel, k))
         _measure(service, user, instance.question, instance.question_date, question)
         data.questions.append(question)
+        service.delete_user(user)
     return data
 
 
@@ -377,7 +379,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     report = [format_table(datasets, encoder_ms, config.tiers_threshold)]
     report += [format_sweep(d) for d in datasets]
-    report.append(f"peak RSS of this process: {rss:.0f} MB")
+    report.append(f"peak RSS of this process (one user open at a time): {rss:.0f} MB")
     text = "\n\n".join(report)
     print(text)
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -352,3 +352,26 @@ def test_headers_follow_memories_and_travel_in_exports(small: MemoryService) -> 
     with small._workspace("ann") as ws:
         assert len(ws.headers.rows()) == 7
         assert ws.journal.live_count([MemoryType.EPISODIC]) == 7
+
+
+def test_memories_stored_before_headers_get_one_on_open(tmp_path: Path) -> None:
+    journal = Journal(tmp_path / "j.sqlite")
+    add_fact(journal, 1, unit([1, 0, 0]))
+    with journal.transaction() as conn:
+        conn.execute("DELETE FROM headers")  # a journal from before issue 5
+    assert HeaderStore(journal).rows() == []
+    journal.close()
+    reopened = Journal(tmp_path / "j.sqlite")
+    (row,) = HeaderStore(reopened).rows()
+    assert row.tier is Tier.CACHE and row.importance == _fact(1).header.importance
+    reopened.close()
+
+
+def test_a_filtered_query_searches_every_tier(small: MemoryService) -> None:
+    now = fill(small)
+    small.reshuffle("ann", now=now)
+    params = QueryParams("bicycle", now=now, session_id="s01", recall=False)
+    result = small.query("ann", params)
+    assert [s["tier"] for s in result.search["stages"]] == [3]
+    assert result.search["stages"][0]["stop"] == "a filtered query searches every tier"
+    assert {i.session_id for i in result.items if i.hit} == {"s01"}

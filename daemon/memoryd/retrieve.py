@@ -176,6 +176,13 @@ class QueryParams:
             check_when(self.when)
 
     @property
+    def filtered(self) -> bool:
+        """Whether the query restricts its hits by session, time, entity or person."""
+        return bool(
+            self.session_id or self.since or self.until or self.when or self.entities or self.people
+        )
+
+    @property
     def anchor(self) -> str | None:
         """The before/after anchor, if any: the text the caller embeds instead of ``query``."""
         return self.before if self.before is not None else self.after
@@ -321,6 +328,9 @@ def _search_tiers(
     mode = params.search or SearchMode.TIERED
     stages = STAGES[mode]
     trace: list[dict[str, Any]] = []
+    if mode is SearchMode.TIERED and params.filtered:
+        # A filtered query asks for every memory that passes; a tier cannot say it has them all.
+        stages = STAGES[SearchMode.ALL]
     items: list[Item] = []
     pool_size = 0
     for depth, deepest in enumerate(stages, start=1):
@@ -336,7 +346,11 @@ def _search_tiers(
         items = _hits(stores, fused, why, params)
         step["hits"] = len(items)
         if depth == len(stages):
-            step["stop"] = f"last stage (search: {mode.value})"
+            step["stop"] = (
+                "a filtered query searches every tier"
+                if stages is not STAGES[mode]
+                else f"last stage (search: {mode.value})"
+            )
             break
         assert deepest is not None  # only the last stage searches everything
         verdict = config.sufficiency(_stage(stores, params, items, cosines, deepest))

@@ -555,19 +555,11 @@ class MemoryService:
         """Expire the overdue pending tasks of every open user (the maintenance job)."""
         now = now or _now()
         after = timedelta(seconds=self.config.memory_expire_after)
-        with self._lock:
-            users = list(self._workspaces)
-        total = 0
-        for user_id in users:
-            try:
-                count = self._expire_user(user_id, now, after)
-            except MemorydError as exc:  # e.g. the user was deleted meanwhile
-                log.warning("user %s: expiring tasks failed: %s", user_id, exc)
-                continue
+        counts = self._each_open_user("task expiry", lambda u: self._expire_user(u, now, after))
+        for user_id, count in counts.items():
             if count:
                 log.info("user %s: expired %d overdue task(s)", user_id, count)
-            total += count
-        return total
+        return sum(counts.values())
 
     def _expire_user(self, user_id: str, now: datetime, after: timedelta) -> int:
         with self._workspace(user_id) as ws:
@@ -596,18 +588,17 @@ class MemoryService:
     def abstract_pending(self) -> dict[str, int]:
         """One abstraction run over every open user (the background job); an LLM failure is
         logged and the user is retried at the next run."""
-        totals: Counter[str] = Counter()
         if self.llm is None:
             return {}
         llm = self.llm
-        with self._lock:
-            users = list(self._workspaces)
-        for user_id in users:
-            try:
-                with self._workspace(user_id) as ws:
-                    totals.update(ws.writer.call(lambda: abstract_user(ws, llm, self.config)))
-            except LLMError as exc:
-                log.warning("user %s: abstraction stopped, retried next run: %s", user_id, exc)
+
+        def run(user_id: str) -> dict[str, int]:
+            with self._workspace(user_id) as ws:
+                return ws.writer.call(lambda: abstract_user(ws, llm, self.config))
+
+        totals: Counter[str] = Counter()
+        for counts in self._each_open_user("abstraction", run).values():
+            totals.update(counts)
         return dict(totals)
 
     # -- tiers ------------------------------------------------------------------------------
