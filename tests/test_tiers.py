@@ -238,11 +238,11 @@ def unit(vec: list[float]) -> np.ndarray:
 
 
 def test_persona_is_the_confidence_weighted_mean() -> None:
-    persona = build_persona([(_fact(1, 1.0), unit([1, 0])), (_fact(2, 3.0), unit([0, 1]))])
+    persona = build_persona([(1.0, unit([1, 0])), (3.0, unit([0, 1]))], [_fact(2), _fact(1)])
     assert persona.vector is not None
     assert persona.vector == pytest.approx(unit([1, 3]), abs=1e-6)
-    assert persona.profile.startswith(fact_sentence(_fact(2))) and persona.facts == 2
-    assert build_persona([]).vector is None
+    assert persona.profile == f"{fact_sentence(_fact(2))}; {fact_sentence(_fact(1))}"
+    assert persona.facts == 2 and build_persona([], []).vector is None
     assert drift(None, None) == 0.0 and drift(unit([1, 0]), None) == pytest.approx(1.0)
 
 

@@ -40,19 +40,18 @@ def fact_sentence(fact: Fact) -> str:
     return f"{negation}{relation} {fact.object.name}"
 
 
-def build_persona(facts: Sequence[tuple[Fact, np.ndarray]]) -> Persona:
-    """P from the current facts and their vectors (see the module docstring)."""
-    weighted = [(f, v) for f, v in facts if f.confidence > 0]
-    if not weighted:
+def build_persona(weighted: Sequence[tuple[float, np.ndarray]], top: Sequence[Fact]) -> Persona:
+    """P from the (confidence, vector) of every current fact; the profile from ``top``, the
+    most confident facts, most confident first (see the module docstring)."""
+    kept = [(w, v) for w, v in weighted if w > 0]
+    if not kept:
         return Persona(None, "", 0)
-    weights = np.array([f.confidence for f, _ in weighted], dtype=np.float64)
-    matrix = np.stack([np.asarray(v, dtype=np.float64) for _, v in weighted])
-    mean = weights @ matrix
+    weights = np.array([w for w, _ in kept], dtype=np.float64)
+    mean = weights @ np.stack([np.asarray(v, dtype=np.float64) for _, v in kept])
     norm = float(np.linalg.norm(mean))
     vector = (mean / norm).astype(np.float32) if norm > 0 else None
-    ranked = sorted(weighted, key=lambda fv: -fv[0].confidence)[:MAX_PROFILE_FACTS]
-    profile = "; ".join(dict.fromkeys(fact_sentence(f) for f, _ in ranked))
-    return Persona(vector, profile, len(weighted))
+    profile = "; ".join(dict.fromkeys(fact_sentence(f) for f in top[:MAX_PROFILE_FACTS]))
+    return Persona(vector, profile, len(kept))
 
 
 def drift(current: np.ndarray | None, anchor: np.ndarray | None) -> float:

@@ -604,8 +604,11 @@ class MemoryService:
     # -- tiers ------------------------------------------------------------------------------
 
     def tiers_status(self, user_id: str, moves: int = 20) -> dict[str, Any]:
-        with self._workspace(user_id) as ws:
-            return {"user_id": user_id, **status(ws.headers, ws.tiers, moves)}
+        with self._workspace(user_id) as ws:  # on the writer: after the persona updates
+            return {
+                "user_id": user_id,
+                **ws.writer.call(lambda: status(ws.headers, ws.tiers, moves)),
+            }
 
     def reshuffle(self, user_id: str, now: datetime | None = None) -> dict[str, Any]:
         """Re-score and re-place the user's active records now (on the writer)."""

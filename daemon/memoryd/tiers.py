@@ -39,8 +39,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from memoryd.config import Config
-from memoryd.memory.models import Fact
-from memoryd.persona import Persona, build_persona, drift, similarities
+from memoryd.persona import MAX_PROFILE_FACTS, Persona, build_persona, drift, similarities
 from memoryd.store.headers import (
     HeaderRow,
     HeaderStore,
@@ -303,14 +302,7 @@ def refresh_persona(
 
 def current_persona(journal: Journal) -> Persona:
     """P from the user's current facts and their stored vectors."""
-    stored = journal.facts()
-    vectors = journal.memory_embeddings([s.num for s in stored])
-    facts = [
-        (s.memory, vectors[s.num])
-        for s in stored
-        if isinstance(s.memory, Fact) and s.num in vectors
-    ]
-    return build_persona(facts)
+    return build_persona(journal.fact_weights(), journal.top_facts(MAX_PROFILE_FACTS))
 
 
 def tier_sizes(headers: HeaderStore) -> dict[str, int]:

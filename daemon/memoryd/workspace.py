@@ -80,7 +80,8 @@ class Workspace:
         self.headers = HeaderStore(self.journal)
         self.tiers = TierConfig.from_config(config)
         self._recalls: list[tuple[list[int], datetime]] = []
-        self._recalls_lock = threading.Lock()
+        self._persona_due = False
+        self._recalls_lock = threading.Lock()  # guards _recalls and _persona_due
         self.graph = self._open_graph()
         self.dim = dim
         self.vectors = self._open_vectors()
@@ -117,9 +118,10 @@ class Workspace:
         )
 
     # -- writes (run on the writer thread) ---------------------------------------------------
-    # A write that creates, changes or removes a fact rebuilds the persona (and runs the drift
-    # gate) after the journal commit; a crash before that leaves the old persona, which the
-    # next fact change or reshuffle replaces.
+    # A write that creates, changes or removes a fact has the persona rebuilt (and the drift
+    # gate run) next on the writer, after the write's reply: one rebuild for any number of
+    # writes queued meanwhile. A crash before it leaves the old persona, which the next fact
+    # change replaces.
 
     def commit_turns(self, entries: Sequence[TurnEntry]) -> list[int]:
         """Journal ``entries`` in one transaction, then project them. Returns their seqs."""
@@ -182,8 +184,18 @@ class Workspace:
             record_recall(self.journal, self.headers, nums, self.tiers, at)
 
     def _facts_changed(self, memories: Sequence[Memory], always: bool = False) -> None:
-        if always or any(memory_type(m) is MemoryType.SEMANTIC for m in memories):
-            refresh_persona(self.journal, self.headers, self.tiers)
+        if not always and all(memory_type(m) is not MemoryType.SEMANTIC for m in memories):
+            return
+        with self._recalls_lock:
+            if self._persona_due:
+                return
+            self._persona_due = True
+        self.writer.submit(self._refresh_persona)
+
+    def _refresh_persona(self) -> None:
+        with self._recalls_lock:
+            self._persona_due = False
+        refresh_persona(self.journal, self.headers, self.tiers)
 
     def catch_up(self) -> int:
         """Apply journal entries each projection has not applied; return how many were read."""

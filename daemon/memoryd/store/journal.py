@@ -927,6 +927,27 @@ class Journal:
         )
         return [self._stored(r) for r in rows]
 
+    def fact_weights(self) -> list[tuple[float, np.ndarray]]:
+        """(confidence, vector) of every current fact, without decoding the records."""
+        rows = self._query(
+            "SELECT json_extract(m.payload, '$.confidence'), COALESCE(m.embedding, t.embedding)"
+            " FROM memories m LEFT JOIN turns t ON t.turn_id = m.turn_id"
+            " WHERE m.type = 'semantic' AND m.deleted = 0"
+            " AND json_extract(m.payload, '$.valid_to') IS NULL"
+            " AND COALESCE(m.embedding, t.embedding) IS NOT NULL ORDER BY m.num"
+        )
+        return [(float(r[0] or 0.0), decode_embedding(r[1])) for r in rows]
+
+    def top_facts(self, limit: int) -> list[Fact]:
+        """The ``limit`` most confident current facts, most confident first."""
+        rows = self._query(
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE type = 'semantic' AND deleted = 0"
+            " AND json_extract(payload, '$.valid_to') IS NULL"
+            " ORDER BY json_extract(payload, '$.confidence') DESC, num LIMIT ?",
+            (limit,),
+        )
+        return [f for f in (self._stored(r).memory for r in rows) if isinstance(f, Fact)]
+
     def tasks(self, statuses: Sequence[TaskStatus]) -> list[StoredMemory]:
         """Live tasks whose current (last) state is one of ``statuses``, oldest first."""
         marks = ",".join("?" * len(statuses))
