@@ -375,3 +375,16 @@ def test_a_filtered_query_searches_every_tier(small: MemoryService) -> None:
     assert [s["tier"] for s in result.search["stages"]] == [3]
     assert result.search["stages"][0]["stop"] == "a filtered query searches every tier"
     assert {i.session_id for i in result.items if i.hit} == {"s01"}
+
+
+def test_the_reshuffle_job_skips_quiet_users(small: MemoryService) -> None:
+    fill(small, sessions=3)
+    assert small.reshuffle_open() == 1
+    assert small.reshuffle_open() == 0  # nothing changed
+    small.query("ann", QueryParams("bicycle", k=1))  # a recall counts as a change
+    flush(small, "ann")
+    assert small.reshuffle_open() == 1
+    small.ingest("ann", session_turns(7))
+    assert small.reshuffle_open() == 1 and small.reshuffle_open() == 0
+    runs = small.tiers_status("ann")["last_reshuffle"]
+    assert runs["scored"] > 0

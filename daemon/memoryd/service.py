@@ -616,8 +616,14 @@ class MemoryService:
             return ws.writer.call(lambda: reshuffle(ws.journal, ws.headers, ws.tiers, now))
 
     def reshuffle_open(self) -> int:
-        """Reshuffle every open user (the background job); returns how many were."""
-        return len(self._each_open_user("reshuffle", lambda u: self.reshuffle(u)))
+        """Reshuffle every open user whose memories, recalls or importances changed since its
+        last reshuffle by this job (the background job); returns how many were."""
+
+        def run(user_id: str) -> bool:
+            with self._workspace(user_id) as ws:
+                return ws.writer.call(lambda: _reshuffle_if_active(ws))
+
+        return sum(self._each_open_user("reshuffle", run).values())
 
     def score_importance(self, user_id: str, limit: int = IMPORTANCE_BATCH) -> int:
         """Ask the LLM for the importance of up to ``limit`` records still rated by the
@@ -973,6 +979,17 @@ def _turn_dict(turn: Turn) -> dict[str, Any]:
 
 def _memory_dict(memory: Memory, mtype: MemoryType) -> dict[str, Any]:
     return {"id": memory.id, "type": mtype.value, "text": memory.text, "record": to_payload(memory)}
+
+
+def _reshuffle_if_active(ws: Workspace) -> bool:
+    """On the writer: reshuffle unless nothing a placement depends on changed since the last
+    time (a quiet user costs a read, not a transaction and an fsync every interval)."""
+    activity = ws.headers.activity()
+    if activity == ws.reshuffled_at:
+        return False
+    reshuffle(ws.journal, ws.headers, ws.tiers)
+    ws.reshuffled_at = activity
+    return True
 
 
 def _live_headers(ws: Workspace, memories: dict[int, Memory]) -> None:

@@ -81,6 +81,7 @@ class Workspace:
         self.tiers = TierConfig.from_config(config)
         self._recalls: list[tuple[list[int], datetime]] = []
         self._persona_due = False
+        self.reshuffled_at: tuple[int, int, int] | None = None  # headers.activity() then
         self._recalls_lock = threading.Lock()  # guards _recalls and _persona_due
         self.graph = self._open_graph()
         self.dim = dim
@@ -195,6 +196,7 @@ class Workspace:
     def _refresh_persona(self) -> None:
         with self._recalls_lock:
             self._persona_due = False
+        self.reshuffled_at: tuple[int, int, int] | None = None  # headers.activity() then
         refresh_persona(self.journal, self.headers, self.tiers)
 
     def catch_up(self) -> int:

@@ -274,6 +274,17 @@ class HeaderStore:
         )
         return int(count), ((float(rows[0][0]), int(rows[0][1])) if rows else None)
 
+    def activity(self) -> tuple[int, int, int]:
+        """What a reshuffle depends on besides time: the last log entry, the recalls counted and
+        the importances an LLM or client set. Unchanged: a reshuffle would change little."""
+        row = self.journal.read(
+            "SELECT (SELECT COALESCE(MAX(seq), 0) FROM log),"
+            " (SELECT COALESCE(SUM(recall_count), 0) FROM headers),"
+            " (SELECT COUNT(*) FROM headers WHERE importance_by != ?)",
+            (ImportanceSource.HEURISTIC.value,),
+        )[0]
+        return int(row[0]), int(row[1]), int(row[2])
+
     def moves(self, limit: int) -> list[tuple[Move, str]]:
         """The newest ``limit`` moves, newest first, each with its memory's id."""
         rows = self.journal.read(
