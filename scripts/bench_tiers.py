@@ -37,7 +37,7 @@ import resource
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -93,6 +93,9 @@ class Recorder:
 
     def __init__(self) -> None:
         self.seen: list[tuple[float, bool, list[str]]] = []
+
+    def screen(self, words: Mapping[str, tuple[int, int]], store_size: int) -> Verdict | None:
+        return None  # search every stage, to record it
 
     def __call__(self, stage: JudgedStage) -> Verdict:
         turns = list(dict.fromkeys(h.turn_id for h in stage.hits))

@@ -327,55 +327,69 @@ def _search_tiers(
 ) -> QueryResult:
     mode = params.search or SearchMode.TIERED
     stages = STAGES[mode]
-    trace: list[dict[str, Any]] = []
     if mode is SearchMode.TIERED and params.filtered:
         # A filtered query asks for every memory that passes; a tier cannot say it has them all.
         stages = STAGES[SearchMode.ALL]
+    store_size = stores.journal.live_count(params.types)
+    trace: list[dict[str, Any]] = []
     items: list[Item] = []
-    pool_size = 0
+    searched = 0
     for depth, deepest in enumerate(stages, start=1):
+        last = depth == len(stages)
         pool = None if deepest is None else set(stores.headers.pool(deepest, params.types))
-        size = len(pool) if pool is not None else stores.journal.live_count(params.types)
+        size = store_size if pool is None else len(pool)
         step: dict[str, Any] = {"tier": int(deepest or Tier.ARCHIVE), "pool": size}
         trace.append(step)
-        if trace[:-1] and size == pool_size:
+        if searched and size == searched:
             step["skipped"] = "adds no record to the pool searched before"
             continue
-        pool_size = size
+        words = {} if deepest is None else _words(stores, params, deepest)
+        if not last:
+            screened = config.sufficiency.screen(words, store_size)
+            if screened is not None:
+                step.update(skipped=screened.why, value=screened.value)
+                continue
+        searched = size
         fused, why, cosines = _fuse(stores, vector, params, config, pool, deepest)
         items = _hits(stores, fused, why, params)
         step["hits"] = len(items)
-        if depth == len(stages):
+        if last:
+            filtered = stages is not STAGES[mode]
             step["stop"] = (
                 "a filtered query searches every tier"
-                if stages is not STAGES[mode]
+                if filtered
                 else f"last stage (search: {mode.value})"
             )
             break
-        assert deepest is not None  # only the last stage searches everything
-        verdict = config.sufficiency(_stage(stores, params, items, cosines, deepest))
+        verdict = config.sufficiency(_stage(params, items, cosines, words, store_size))
         step.update(sufficient=verdict.sufficient, why=verdict.why, value=verdict.value)
         if verdict.sufficient:
             step["stop"] = f"{config.sufficiency.name} sufficiency"
             break
-    stopped_at = [s["tier"] for s in trace if "skipped" not in s][-1]
+    stopped_at = [s["tier"] for s in trace if "hits" in s][-1]
     search = {"mode": mode.value, "stages": trace, "stopped_at": stopped_at}
-    return QueryResult(items=items, candidates=pool_size, search=search)
+    return QueryResult(items=items, candidates=searched, search=search)
+
+
+def _words(stores: Stores, params: QueryParams, deepest: Tier) -> dict[str, tuple[int, int]]:
+    """Per content word of the query: records holding it in the store, and in the pool."""
+    terms = content_tokens(params.query)
+    return stores.journal.term_frequencies(terms, params.types, int(deepest))
 
 
 def _stage(
-    stores: Stores, params: QueryParams, items: list[Item], cosines: dict[int, float], deepest: Tier
+    params: QueryParams,
+    items: list[Item],
+    cosines: dict[int, float],
+    words: dict[str, tuple[int, int]],
+    store_size: int,
 ) -> Stage:
-    """What the sufficiency judge sees of a stage (see :mod:`memoryd.sufficiency`)."""
+    """What the sufficiency judge sees of a searched stage (see :mod:`memoryd.sufficiency`)."""
     hits = [
         Evidence(i.memory.text, render_line(i), i.memory.turn_id, cosines.get(i.num, 0.0))
         for i in items
         if i.hit
     ]
-    words = stores.journal.term_frequencies(
-        content_tokens(params.query), params.types, int(deepest)
-    )
-    store_size = stores.journal.live_count(params.types)
     return Stage(params.query, params.k, hits, words, store_size)
 
 

@@ -5,10 +5,11 @@ turns among the hits):
 
 - :class:`ScoreSufficiency` (``score``, the default, no LLM): the pool must hold most of what the
   store has on the query's words. For each content word of the query the full-text index gives
-  how many records hold it in the whole store and how many of those are in the pool searched;
-  the *word share* is the mean of pool/store over the words, weighted by their BM25 idf (a rare
-  word counts more than "said"). It must reach ``tiers.threshold`` (0.80, calibrated on LoCoMo
-  with ``make bench-tiers``). Reading posting-list lengths scores no record.
+  how many records hold it in the whole store and how many of those are in the pool; the *word
+  share* is the mean of pool/store over the words, weighted by their BM25 idf (a rare word
+  counts more than "said"). It must reach ``tiers.threshold`` (0.80, calibrated on LoCoMo with
+  ``make bench-tiers``). Reading posting-list lengths scores no record, and it is known before
+  the pool is searched: a pool with too small a share is skipped unsearched (``screen``).
 
   Why not "the best fused score clears a threshold": fused scores are min-max normalised within
   the pool, so the best hit of any pool scores the same. An absolute evidence score (the share
@@ -69,7 +70,13 @@ class Verdict:
 
 
 class Sufficiency(Protocol):
+    """A judge. ``screen`` runs before a stage's search, on the word counts alone: a verdict
+    skips the stage (not sufficient, no search), None searches it. ``__call__`` judges the
+    stage's hits."""
+
     name: str
+
+    def screen(self, words: Mapping[str, tuple[int, int]], store_size: int) -> Verdict | None: ...
 
     def __call__(self, stage: Stage) -> Verdict: ...
 
@@ -100,16 +107,25 @@ class ScoreSufficiency:
     threshold: float = DEFAULT_THRESHOLD
     name: str = "score"
 
+    def screen(self, words: Mapping[str, tuple[int, int]], store_size: int) -> Verdict | None:
+        """Skip a pool that holds too little of what the store has on the query's words: its
+        search could not be sufficient."""
+        share = word_share(words, store_size)
+        if share is None:
+            return Verdict(False, "no record holds a word of the query: searching everything")
+        if share < self.threshold:
+            return Verdict(False, f"word share {share:.3f} < {self.threshold}", share)
+        return None
+
     def __call__(self, stage: Stage) -> Verdict:
+        screened = self.screen(stage.words, stage.store_size)
+        if screened is not None:
+            return screened
+        share = word_share(stage.words, stage.store_size)
         short = _short(stage)
         if short is not None:
-            return short
-        share = word_share(stage.words, stage.store_size)
-        if share is None:
-            return Verdict(False, "no record holds a word of the query: searching on")
-        relation = ">=" if share >= self.threshold else "<"
-        why = f"word share {share:.3f} {relation} {self.threshold}"
-        return Verdict(share >= self.threshold, why, share)
+            return Verdict(False, short.why, share)
+        return Verdict(True, f"word share {share:.3f} >= {self.threshold}", share)
 
 
 @dataclass(frozen=True)
@@ -117,6 +133,9 @@ class LLMSufficiency:
     llm: LLM
     timeout: float | None = None
     name: str = "llm"
+
+    def screen(self, words: Mapping[str, tuple[int, int]], store_size: int) -> Verdict | None:
+        return None  # the LLM judges hits: every stage is searched
 
     def __call__(self, stage: Stage) -> Verdict:
         short = _short(stage)
