@@ -1,5 +1,10 @@
 """Hybrid, typed retrieval: BM25 + dense fused, lifted by session, then typed expansion.
 
+Searched tier by tier (HMO, :mod:`memoryd.tiers`): tier 1, then tiers 1-2, then everything,
+stopping at the first stage a sufficiency judge (:mod:`memoryd.sufficiency`) calls enough. A
+tier's pool is searched exactly (every vector of the pool, BM25 restricted to it); everything is
+searched through the HNSW index and BM25 over all.
+
 The read path of DESIGN.md: rank memories by lexical (FTS5 BM25) and dense (hnswlib) evidence,
 lift memories whose session ranks well as a whole (sessions beat single turns on long chats),
 then expand the hits through the graph: neighbouring episodes and episodes sharing entities,
@@ -305,9 +310,11 @@ def retrieve(
 
     The tiers of ``params.search`` are searched in turn (tier 1, tiers 1-2, everything); each
     stage ranks its whole pool and the search stops at the first whose hits
-    ``config.sufficiency`` judges enough. Hits are the best-ranked memories of ``params.k``
-    distinct turns (a turn's episode is left out when its fact, rule or task is in), then the
-    typed expansions follow. ``result.search`` traces the stages.
+    ``config.sufficiency`` judges enough. The judge may skip a pool unsearched, from the counts
+    of the query's words in it; a filtered query searches everything at once. Hits are the
+    best-ranked memories of ``params.k`` distinct turns (a turn's episode is left out when its
+    fact, rule or task is in), then the typed expansions follow. ``result.search`` traces the
+    stages.
 
     ``vector`` embeds ``params.anchor`` when the query has one, else ``params.query``. With an
     ``executor`` the typed expansions run in parallel (each on its own graph reader).
@@ -343,8 +350,10 @@ def _search_tiers(
         if searched and size == searched:
             step["skipped"] = "adds no record to the pool searched before"
             continue
-        words = {} if deepest is None else _words(stores, params, deepest)
+        words: dict[str, tuple[int, int]] = {}
         if not last:
+            assert deepest is not None  # only a last stage searches everything
+            words = _words(stores, params, deepest)
             screened = config.sufficiency.screen(words, store_size)
             if screened is not None:
                 step.update(skipped=screened.why, value=screened.value)

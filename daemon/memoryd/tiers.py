@@ -172,7 +172,7 @@ def reshuffle(
     started = time.perf_counter()
     recent = set(headers.recent_sessions(config.recent_sessions))
     rows = headers.rows(tiers=[Tier.CACHE, Tier.BUFFER])
-    rows += [r for r in headers.rows(tiers=[Tier.ARCHIVE]) if r.session_id in recent]
+    rows += headers.rows(tiers=[Tier.ARCHIVE], sessions=sorted(recent))
     placements, moves = plan(rows, _sims(journal, headers, rows), recent, config, now)
     headers.place(placements, moves, now)
     detail = {

@@ -9,7 +9,8 @@ what does not parse is dropped and listed in the report.
 
 Retrievers: ``bm25`` (SQLite FTS5 over the raw turns, same tokenizer and stopwords as the daemon),
 ``dense`` (exact cosine over the same encoder's turn embeddings) and ``memoryd`` (the daemon's
-query path through :class:`MemoryService`).
+query path through :class:`MemoryService`, tiered search after a reshuffle at the last session's
+time, as the daemon's background job leaves the tiers).
 """
 
 from __future__ import annotations
@@ -207,6 +208,7 @@ def run_locomo(
             range(0, len(conv.turns), INGEST_BATCH), desc=f"ingest {user}", file=sys.stderr
         ):
             service.ingest(user, conv.turns[start : start + INGEST_BATCH])
+        service.reshuffle(user, now=conv.last_ts)  # tiers as the daemon's job would leave them
         bm25, dense = BM25Baseline(conv.turns), DenseBaseline(service, conv.turns)
         dropped += conv.dropped_evidence
         for q in tqdm(conv.questions, desc=f"query {user}", file=sys.stderr):

@@ -11,7 +11,8 @@ id is ``<session_id>_<n>``, n its 1-based position in the session counting every
 session whose id contains "answer", a user turn without ``has_answer`` gets "noans" for "answer"
 in its id. A corpus id is relevant when it contains "answer". Each instance's user turns go into a
 fresh user (its own ranking, as the official retriever ranks one haystack per question), a
-session's turns at its haystack date plus n-1 seconds, and the question is asked with ``now`` =
+session's turns at its haystack date plus n-1 seconds; the tiers are reshuffled at the
+``question_date`` (as the daemon's job would leave them) and the question is asked with ``now`` =
 its ``question_date`` and k = the largest k.
 
 Metrics, as src/retrieval/eval_utils.py (``evaluate_retrieval``) computes them on a ranked list:
@@ -384,6 +385,7 @@ def _ranked_turns(
     try:
         for start in range(0, len(turns), INGEST_BATCH):
             service.ingest(user, turns[start : start + INGEST_BATCH])
+        service.reshuffle(user, now=instance.question_date)  # as the daemon's job would
         params = QueryParams(
             query=instance.question, k=k, now=instance.question_date, **query_options
         )

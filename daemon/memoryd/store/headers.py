@@ -12,7 +12,8 @@ query that recalls its memory. SQLite updates a row in place for a few microseco
 transaction; the graph engine's in-place updates of one node fill its buffer pool after about
 1,200 updates (measured in issue 4). The headers are not a projection: recall counts and LLM
 importance cannot be recomputed from the log, so they live beside it, in the same durable file,
-and an export carries them.
+and an export carries them. The graph's header columns keep the header a record was journaled
+with (its creation or last patch); records the API returns carry the live one.
 
 Tables
 - ``headers(num, importance, importance_by, persona_sim, recall_count, last_access, tier,
@@ -221,18 +222,22 @@ class HeaderStore:
     # -- reads -------------------------------------------------------------------------------
 
     def rows(
-        self, tiers: Sequence[Tier] | None = None, nums: Sequence[int] | None = None
+        self,
+        tiers: Sequence[Tier] | None = None,
+        nums: Sequence[int] | None = None,
+        sessions: Sequence[str] | None = None,
     ) -> list[HeaderRow]:
-        """Headers of live memories, in ``tiers`` and/or with ``nums`` when given."""
+        """Headers of live memories, in ``tiers``, with ``nums`` and in ``sessions`` when given."""
         where, params = "", []
         if tiers is not None:
             where += f" AND h.tier IN ({','.join('?' * len(tiers))})"
             params += [int(t) for t in tiers]
-        if nums is not None:
-            if not nums:
-                return []
-            where += f" AND h.num IN ({','.join('?' * len(nums))})"
-            params += [int(n) for n in nums]
+        for column, values in (("h.num", nums), ("m.session_id", sessions)):
+            if values is not None:
+                if not values:
+                    return []
+                where += f" AND {column} IN ({','.join('?' * len(values))})"
+                params += list(values)
         rows = self.journal.read(f"SELECT {_ROW_COLUMNS}{_ROW_FROM} WHERE 1 = 1{where}", params)
         return [_row(r) for r in rows]
 
