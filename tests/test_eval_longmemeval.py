@@ -247,7 +247,7 @@ def test_blank_turns_are_left_out_and_long_ones_cut(tmp_path: Path, service_fact
 def test_cli(tmp_path: Path) -> None:
     out = tmp_path / "lme.txt"
     args = ["eval", "longmemeval", str(MINI), "--data-dir", str(tmp_path / "data")]
-    args += ["--model-dir", str(MODEL_DIR), "--k", "1,5", "--out", str(out)]
+    args += ["--model-dir", str(MODEL_DIR), "--k", "1,5", "--out", str(out), "--search", "all"]
     result = CliRunner().invoke(main, args, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     assert "3 scored" in result.output and "any@5" in result.output

@@ -242,6 +242,14 @@ def ingest(
         click.echo(f"{user_id}: {added} turns added, {dup} already present")
 
 
+_search_option = click.option(
+    "--search",
+    type=click.Choice([m.value for m in SearchMode]),
+    help="Tiers to search: tiered (1, then 1+2, then all, until sufficient), all (exhaustive),"
+    " tier1, tier2. Default: the tiers.search setting.",
+)
+
+
 @main.command()
 @_config_options
 @click.argument("text")
@@ -252,12 +260,7 @@ def ingest(
 @click.option("--when", help="Only episodes in this time: 'last Friday', 'two weeks ago'.")
 @click.option("--before", help="Episodes before this event (text or episode id).")
 @click.option("--after", help="Episodes after this event (text or episode id).")
-@click.option(
-    "--search",
-    type=click.Choice([m.value for m in SearchMode]),
-    help="Tiers to search: tiered (1, then 1+2, then all, until sufficient), all, tier1, tier2."
-    " Default: the tiers.search setting.",
-)
+@_search_option
 @click.option("--json", "as_json", is_flag=True, help="Print the full JSON reply.")
 @_domain_errors
 def query(
@@ -533,6 +536,7 @@ _locomo_path = click.argument(
 @click.option("--k", "ks", default="5,10,25,50", show_default=True, help="Comma-separated k.")
 @click.option("--out", type=click.Path(path_type=Path, dir_okay=False), help="Also write here.")
 @click.option("--conversations", type=int, help="Only the first N conversations.")
+@_search_option
 @_domain_errors
 def eval_locomo(
     config_path: Path | None,
@@ -542,6 +546,7 @@ def eval_locomo(
     ks: str,
     out: Path | None,
     conversations: int | None,
+    search: str | None,
 ) -> None:
     """LoCoMo evidence recall@k: BM25 alone, dense alone and the daemon's query path.
 
@@ -555,7 +560,8 @@ def eval_locomo(
     with tempfile.TemporaryDirectory(prefix="memoryd-eval-") as tmp:
         config = _load(config_path, data_dir=data_dir or Path(tmp), model_dir=model_dir)
         with _service(config) as service:
-            report = run_locomo(service, path, k_values, limit=conversations)
+            mode = SearchMode(search) if search else None
+            report = run_locomo(service, path, k_values, limit=conversations, search=mode)
     _write_out(report.format(), out)
 
 
@@ -576,6 +582,7 @@ def _parse_ks(ks: str) -> list[int]:
 @click.option("--k", "ks", default="1,3,5,10", show_default=True, help="Comma-separated k.")
 @click.option("--out", type=click.Path(path_type=Path, dir_okay=False), help="Also write here.")
 @click.option("--limit", type=click.IntRange(1), help="Only the first N instances of PATH.")
+@_search_option
 @_domain_errors
 def eval_longmemeval(
     config_path: Path | None,
@@ -585,6 +592,7 @@ def eval_longmemeval(
     ks: str,
     out: Path | None,
     limit: int | None,
+    search: str | None,
 ) -> None:
     """LongMemEval retrieval metrics @k on the daemon's query path, as the official scripts.
 
@@ -612,7 +620,8 @@ def eval_longmemeval(
     with tempfile.TemporaryDirectory(prefix="memoryd-eval-") as tmp:
         config = _load(config_path, data_dir=data_dir or Path(tmp), model_dir=model_dir)
         with _service(config) as service:
-            report = run_longmemeval(service, path, k_values, limit=limit)
+            options = {"search": SearchMode(search)} if search else None
+            report = run_longmemeval(service, path, k_values, limit=limit, query_options=options)
     _write_out(report.format(), out)
 
 

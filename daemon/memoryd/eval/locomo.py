@@ -30,7 +30,7 @@ from tqdm import tqdm
 
 from memoryd.memory.models import Role
 from memoryd.memory.timeparse import parse_timestamp
-from memoryd.retrieve import QueryParams
+from memoryd.retrieve import QueryParams, SearchMode
 from memoryd.service import MemoryService, NewTurn
 from memoryd.store.lexical import FTS_TOKENIZER, match_expression
 
@@ -192,9 +192,14 @@ class Report:
 
 
 def run_locomo(
-    service: MemoryService, path: Path, ks: Sequence[int], limit: int | None = None
+    service: MemoryService,
+    path: Path,
+    ks: Sequence[int],
+    limit: int | None = None,
+    search: SearchMode | None = None,
 ) -> Report:
-    """Ingest each conversation into a fresh user, then score all three retrievers."""
+    """Ingest each conversation into a fresh user, then score all three retrievers (the
+    daemon's with ``search``, default: its configured search)."""
     conversations = load_locomo(path)[:limit]
     ks = sorted(ks)
     top_k = ks[-1]
@@ -212,7 +217,7 @@ def run_locomo(
         bm25, dense = BM25Baseline(conv.turns), DenseBaseline(service, conv.turns)
         dropped += conv.dropped_evidence
         for q in tqdm(conv.questions, desc=f"query {user}", file=sys.stderr):
-            params = QueryParams(query=q.text, k=top_k, now=conv.last_ts)
+            params = QueryParams(query=q.text, k=top_k, now=conv.last_ts, search=search)
             ranked = {
                 "bm25": bm25.search(q.text, top_k),
                 "dense": dense.search(service.encoder.embed(q.text), top_k),
