@@ -37,7 +37,7 @@ import resource
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -51,7 +51,7 @@ from memoryd.eval.longmemeval import load_longmemeval, recall_all
 from memoryd.retrieve import QueryParams, SearchMode
 from memoryd.service import MemoryService, NewTurn
 from memoryd.sufficiency import Stage as JudgedStage
-from memoryd.sufficiency import Verdict, word_share
+from memoryd.sufficiency import MIN_POOL_PER_HIT, Verdict, word_share
 
 REPO = Path(__file__).resolve().parents[1]
 LOCOMO = REPO.parent / "shared" / "data" / "locomo" / "locomo10.json"
@@ -94,7 +94,7 @@ class Recorder:
     def __init__(self) -> None:
         self.seen: list[tuple[float, bool, list[str]]] = []
 
-    def screen(self, words: Mapping[str, tuple[int, int]], store_size: int) -> Verdict | None:
+    def screen(self, stage: JudgedStage) -> Verdict | None:
         return None  # search every stage, to record it
 
     def __call__(self, stage: JudgedStage) -> Verdict:
@@ -217,8 +217,9 @@ def _reshuffle(service: MemoryService, user: str, now: datetime, data: Dataset) 
 
 def _simulate(question: Question, threshold: float) -> tuple[list[str], int, int]:
     """The tiered search at ``threshold`` from the recorded stages: ranking, pool, tier."""
+    least = min(question.candidates["all"], MIN_POOL_PER_HIT * K)
     for tier, stage in enumerate(question.stages[:2], start=1):
-        if stage.full and stage.share >= threshold:
+        if stage.full and stage.share >= threshold and stage.pool >= least:
             return stage.turns, stage.pool, tier
     return question.ranked["all"], question.candidates["all"], 3
 

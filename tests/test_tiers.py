@@ -195,19 +195,26 @@ def test_tiered_search_traces_its_stages(small: MemoryService) -> None:
     assert "bicycle" in tiered.items[0].memory.text
 
 
-def test_a_sufficient_tier_one_stops_the_search(small: MemoryService) -> None:
-    now = fill(small)
-    small.reshuffle("ann", now=now)
-    # every record with these words is in the latest session, pinned to tier 1
-    result = small.query("ann", QueryParams("painting watercolour landscapes", k=2, now=now))
+def test_a_sufficient_tier_one_stops_the_search(tmp_path, service_factory) -> None:
+    sizes = {"tiers.recent_sessions": 1, "tiers.cache_size": 20, "tiers.buffer_size": 4}
+    svc = service_factory(make_config(tmp_path / "d", **sizes))
+    now = fill(svc, sessions=12)  # tier 1: sessions 6-11, tier 2: session 5, tier 3: 0-4
+    svc.reshuffle("ann", now=now)
+    # every record with these words (session 7) is in tier 1
+    result = svc.query("ann", QueryParams("training the puppy", k=2, now=now))
     first = result.search["stages"][0]
     assert result.search["stopped_at"] == 1 and first["sufficient"] is True
     assert first["value"] == pytest.approx(1.0) and "score sufficiency" in first["stop"]
-    assert result.candidates == 7
-    # a word only archived records hold: tier 1 and tier 2 hold none of them
-    archived = small.query("ann", QueryParams("sourdough bread", k=2, now=now, recall=False))
-    shares = [s["value"] for s in archived.search["stages"] if "value" in s]
-    assert shares == [0.0, 0.0] and archived.search["stopped_at"] == 3
+    assert result.candidates == 24
+    # half of the sourdough records (session 10) are in tier 1, half (session 2) archived
+    split = svc.query("ann", QueryParams("sourdough bread", k=2, now=now, recall=False))
+    skipped = [s for s in split.search["stages"] if "skipped" in s]
+    assert [s["tier"] for s in skipped] == [1, 2]
+    assert all(s["skipped"].startswith("word share 0.500 < 0.8") for s in skipped)
+    assert split.search["stopped_at"] == 3
+    # a top-3 needs a pool of 30: tier 1's 24 records are not searched alone
+    deep = svc.query("ann", QueryParams("training the puppy", k=3, now=now, recall=False))
+    assert deep.search["stages"][0]["skipped"] == "pool of 24 < 30 records"
 
 
 def test_word_share_weighs_rare_words_more() -> None:
@@ -219,11 +226,13 @@ def test_word_share_weighs_rare_words_more() -> None:
     assert word_share({"zeppelin": (0, 0)}, 100) is None
     hits = [Evidence("x", "- x", f"t{i}", 0.1) for i in range(3)]
     judge = ScoreSufficiency(0.8)
-    assert judge(Stage("q", 3, hits, {"a": (4, 4)}, 10)).sufficient
-    assert not judge(Stage("q", 3, hits, {"a": (4, 3)}, 10)).sufficient  # 0.75
-    short = judge(Stage("q", 4, hits, {"a": (4, 4)}, 10))
+    assert judge(Stage("q", 3, hits, {"a": (4, 4)}, 100, 40)).sufficient
+    assert not judge(Stage("q", 3, hits, {"a": (4, 3)}, 100, 40)).sufficient  # 0.75
+    assert judge(Stage("q", 3, hits, {"a": (4, 4)}, 100, 29)).why == "pool of 29 < 30 records"
+    assert judge(Stage("q", 3, hits, {"a": (4, 4)}, 20, 20)).sufficient  # the pool is all
+    short = judge(Stage("q", 4, hits, {"a": (4, 4)}, 100, 40))
     assert not short.sufficient and short.why == "top-k not full (3 of 4 turns)"
-    assert "no record holds" in judge(Stage("q", 3, hits, {"a": (0, 0)}, 10)).why
+    assert "no record holds" in judge(Stage("q", 3, hits, {"a": (0, 0)}, 100, 40)).why
 
 
 # -- persona and drift gate -----------------------------------------------------------------

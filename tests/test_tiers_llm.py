@@ -43,7 +43,7 @@ def gemma(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RecordingLLM]:
 
 def stage(query: str, k: int) -> Stage:
     hits = [Evidence(t, f"[2024-03-01 09:0{i}] {t}", f"t{i}", 0.5) for i, t in enumerate(TEXTS)]
-    return Stage(query, k, hits, {}, len(TEXTS))
+    return Stage(query, k, hits, {}, len(TEXTS), len(TEXTS))
 
 
 def test_llm_judge_answers_with_a_trigger_token(gemma: RecordingLLM) -> None:

@@ -354,7 +354,8 @@ def _search_tiers(
         if not last:
             assert deepest is not None  # only a last stage searches everything
             words = _words(stores, params, deepest)
-            screened = config.sufficiency.screen(words, store_size)
+            before = Stage(params.query, params.k, [], words, store_size, size)
+            screened = config.sufficiency.screen(before)
             if screened is not None:
                 step.update(skipped=screened.why, value=screened.value)
                 continue
@@ -370,7 +371,7 @@ def _search_tiers(
                 else f"last stage (search: {mode.value})"
             )
             break
-        verdict = config.sufficiency(_stage(params, items, cosines, words, store_size))
+        verdict = config.sufficiency(_stage(params, items, cosines, words, store_size, size))
         step.update(sufficient=verdict.sufficient, why=verdict.why, value=verdict.value)
         if verdict.sufficient:
             step["stop"] = f"{config.sufficiency.name} sufficiency"
@@ -392,6 +393,7 @@ def _stage(
     cosines: dict[int, float],
     words: dict[str, tuple[int, int]],
     store_size: int,
+    pool_size: int,
 ) -> Stage:
     """What the sufficiency judge sees of a searched stage (see :mod:`memoryd.sufficiency`)."""
     hits = [
@@ -399,7 +401,7 @@ def _stage(
         for i in items
         if i.hit
     ]
-    return Stage(params.query, params.k, hits, words, store_size)
+    return Stage(params.query, params.k, hits, words, store_size, pool_size)
 
 
 def _hits(

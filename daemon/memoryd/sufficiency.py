@@ -8,8 +8,9 @@ turns among the hits):
   how many records hold it in the whole store and how many of those are in the pool; the *word
   share* is the mean of pool/store over the words, weighted by their BM25 idf (a rare word
   counts more than "said"). It must reach ``tiers.threshold`` (0.80, calibrated on LoCoMo with
-  ``make bench-tiers``). Reading posting-list lengths scores no record, and it is known before
-  the pool is searched: a pool with too small a share is skipped unsearched (``screen``).
+  ``make bench-tiers``), and the pool must hold ``MIN_POOL_PER_HIT`` records per hit asked for.
+  Reading posting-list lengths scores no record, and both are known before the pool is
+  searched: a pool that fails them is skipped unsearched (``screen``).
 
   Why not "the best fused score clears a threshold": fused scores are min-max normalised within
   the pool, so the best hit of any pool scores the same. An absolute evidence score (the share
@@ -36,6 +37,9 @@ from memoryd.llm.prompts import SUFFICIENT, sufficiency_prompt, sufficiency_sche
 log = logging.getLogger(__name__)
 
 DEFAULT_THRESHOLD = 0.8
+# A pool smaller than this many records per hit asked for is not searched alone: at k = 50 the
+# deep ranks of a 160-record tier lost 1.9 points of LoCoMo recall@50 (see ScoreSufficiency).
+MIN_POOL_PER_HIT = 10
 
 
 @dataclass(frozen=True)
@@ -51,15 +55,16 @@ class Evidence:
 
 @dataclass(frozen=True)
 class Stage:
-    """What a judge sees of one stage: the query, the hits, and for each content word of the
-    query (records holding it in the store, of which in the pool searched); ``store_size`` is
-    the number of records in the store."""
+    """What a judge sees of one stage: the query, the hits (none yet when it screens), and for
+    each content word of the query (records holding it in the store, of which in the pool);
+    ``store_size`` and ``pool_size`` count records."""
 
     query: str
     k: int
     hits: Sequence[Evidence]
     words: Mapping[str, tuple[int, int]]
     store_size: int
+    pool_size: int
 
 
 @dataclass(frozen=True)
@@ -76,7 +81,7 @@ class Sufficiency(Protocol):
 
     name: str
 
-    def screen(self, words: Mapping[str, tuple[int, int]], store_size: int) -> Verdict | None: ...
+    def screen(self, stage: Stage) -> Verdict | None: ...
 
     def __call__(self, stage: Stage) -> Verdict: ...
 
@@ -107,18 +112,21 @@ class ScoreSufficiency:
     threshold: float = DEFAULT_THRESHOLD
     name: str = "score"
 
-    def screen(self, words: Mapping[str, tuple[int, int]], store_size: int) -> Verdict | None:
-        """Skip a pool that holds too little of what the store has on the query's words: its
-        search could not be sufficient."""
-        share = word_share(words, store_size)
+    def screen(self, stage: Stage) -> Verdict | None:
+        """Skip a pool that could not be sufficient: one holding too little of what the store
+        has on the query's words, or smaller than MIN_POOL_PER_HIT records per hit asked for."""
+        share = word_share(stage.words, stage.store_size)
         if share is None:
             return Verdict(False, "no record holds a word of the query: searching everything")
         if share < self.threshold:
             return Verdict(False, f"word share {share:.3f} < {self.threshold}", share)
+        least = min(stage.store_size, MIN_POOL_PER_HIT * stage.k)
+        if stage.pool_size < least:
+            return Verdict(False, f"pool of {stage.pool_size} < {least} records", share)
         return None
 
     def __call__(self, stage: Stage) -> Verdict:
-        screened = self.screen(stage.words, stage.store_size)
+        screened = self.screen(stage)
         if screened is not None:
             return screened
         share = word_share(stage.words, stage.store_size)
@@ -134,7 +142,7 @@ class LLMSufficiency:
     timeout: float | None = None
     name: str = "llm"
 
-    def screen(self, words: Mapping[str, tuple[int, int]], store_size: int) -> Verdict | None:
+    def screen(self, stage: Stage) -> Verdict | None:
         return None  # the LLM judges hits: every stage is searched
 
     def __call__(self, stage: Stage) -> Verdict:
