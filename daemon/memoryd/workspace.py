@@ -82,7 +82,7 @@ class Workspace:
         self._recalls: list[tuple[list[int], datetime]] = []
         self._persona_due = False
         self.reshuffled_at: tuple[int, int, int] | None = None  # headers.activity() then
-        self._recalls_lock = threading.Lock()  # guards _recalls and _persona_due
+        self._pending_lock = threading.Lock()  # guards _recalls and _persona_due
         self.graph = self._open_graph()
         self.dim = dim
         self.vectors = self._open_vectors()
@@ -170,14 +170,14 @@ class Workspace:
 
         Retrievals noted while a count is pending join it: one transaction (one fsync) for
         all of them, so a burst of queries does not queue a write each."""
-        with self._recalls_lock:
+        with self._pending_lock:
             self._recalls.append((nums, at))
             if len(self._recalls) > 1:
                 return
         self.writer.submit(self._apply_recalls)
 
     def _apply_recalls(self) -> None:
-        with self._recalls_lock:
+        with self._pending_lock:
             pending, self._recalls = self._recalls, []
         if pending:
             nums = [n for batch, _ in pending for n in batch]
@@ -187,16 +187,15 @@ class Workspace:
     def _facts_changed(self, memories: Sequence[Memory], always: bool = False) -> None:
         if not always and all(memory_type(m) is not MemoryType.SEMANTIC for m in memories):
             return
-        with self._recalls_lock:
+        with self._pending_lock:
             if self._persona_due:
                 return
             self._persona_due = True
         self.writer.submit(self._refresh_persona)
 
     def _refresh_persona(self) -> None:
-        with self._recalls_lock:
+        with self._pending_lock:
             self._persona_due = False
-        self.reshuffled_at: tuple[int, int, int] | None = None  # headers.activity() then
         refresh_persona(self.journal, self.headers, self.tiers)
 
     def catch_up(self) -> int:
