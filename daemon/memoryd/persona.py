@@ -32,7 +32,8 @@ class Persona:
 
 
 def fact_sentence(fact: Fact) -> str:
-    """ "lives in Oslo", "not allergic to penicillin", "prefers (food): sushi"."""
+    """A fact as profile words: "lives in Oslo", "not allergic to penicillin", "prefers (food)
+    sushi"."""
     relation = fact.relation.replace("_", " ").replace(":", " (") + (
         ")" if ":" in fact.relation else ""
     )
