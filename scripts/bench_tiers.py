@@ -50,8 +50,8 @@ from memoryd.eval.locomo import load_locomo, recall
 from memoryd.eval.longmemeval import load_longmemeval, recall_all
 from memoryd.retrieve import QueryParams, SearchMode
 from memoryd.service import MemoryService, NewTurn
-from memoryd.sufficiency import Stage as JudgedStage
 from memoryd.sufficiency import MIN_POOL_PER_HIT, Verdict, word_share
+from memoryd.sufficiency import Stage as JudgedStage
 
 REPO = Path(__file__).resolve().parents[1]
 LOCOMO = REPO.parent / "shared" / "data" / "locomo" / "locomo10.json"
