@@ -1,6 +1,7 @@
 """`make bench-tiers`: what tiered search buys against exhaustive search, measured in one run.
 
-On LoCoMo (read in place) and on a LongMemEval-format file (default: the synthetic one
+On LoCoMo (read in place), on all LoCoMo conversations merged into one store (a store ten times
+larger, same tier sizes), and on a LongMemEval-format file (default: the synthetic one
 `scripts/make_lme_synth.py` writes to eval-data/), every conversation or instance goes into a
 fresh user, is reshuffled once (timed) with ``now`` = its last time, and every question is asked
 under each search configuration:
@@ -165,6 +166,34 @@ def run_locomo(service: MemoryService, path: Path, limit: int | None) -> Dataset
             asked.append((q.text, question.score))
         data.second += _second_pass(service, user, conv.last_ts, asked)
         service.delete_user(user)
+    return data
+
+
+def run_locomo_merged(service: MemoryService, path: Path, limit: int | None) -> Dataset:
+    """Every conversation in one store (ids prefixed by conversation): a store ten times
+    larger than one conversation, with the same tier sizes."""
+    conversations = load_locomo(path)[:limit]
+    data = Dataset(f"LoCoMo, {len(conversations)} conv. in one store")
+    user = "locomo-merged"
+    now = max(conv.last_ts for conv in conversations)
+    for conv in conversations:
+        prefix = f"{conv.sample_id}/"
+        turns = [
+            dataclasses.replace(
+                t, turn_id=prefix + t.resolved_id(), session_id=prefix + t.session_id
+            )
+            for t in conv.turns
+        ]
+        _ingest(service, user, turns)
+    _reshuffle(service, user, now, data)
+    for index, conv in enumerate(conversations):
+        half = 0 if index < max(1, len(conversations) // 2) else 1
+        for q in tqdm(conv.questions, desc=f"query merged {conv.sample_id}", file=sys.stderr):
+            evidence = [f"{conv.sample_id}/{e}" for e in q.evidence]
+            question = Question(lambda ids, k, ev=evidence: recall(ids, ev, k), half=half)
+            _measure(service, user, q.text, now, question)
+            data.questions.append(question)
+    service.delete_user(user)
     return data
 
 
@@ -370,6 +399,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             datasets = []
             if args.locomo.exists():
                 datasets.append(run_locomo(service, args.locomo, args.conversations))
+                datasets.append(run_locomo_merged(service, args.locomo, args.conversations))
             else:
                 print(f"skipping LoCoMo: {args.locomo} not found", file=sys.stderr)
             if args.lme.exists():
