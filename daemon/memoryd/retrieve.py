@@ -341,6 +341,7 @@ def _search_tiers(
     trace: list[dict[str, Any]] = []
     items: list[Item] = []
     searched = 0
+    counts: dict[str, tuple[int, int, int]] | None = None
     for depth, deepest in enumerate(stages, start=1):
         last = depth == len(stages)
         pool = None if deepest is None else set(stores.headers.pool(deepest, params.types))
@@ -353,7 +354,9 @@ def _search_tiers(
         words: dict[str, tuple[int, int]] = {}
         if not last:
             assert deepest is not None  # only a last stage searches everything
-            words = _words(stores, params, deepest)
+            if counts is None:  # one pass over the index serves every stage
+                counts = stores.journal.term_frequencies(content_tokens(params.query), params.types)
+            words = _words(counts, deepest)
             before = Stage(params.query, params.k, [], words, store_size, size)
             screened = config.sufficiency.screen(before)
             if screened is not None:
@@ -381,10 +384,10 @@ def _search_tiers(
     return QueryResult(items=items, candidates=searched, search=search)
 
 
-def _words(stores: Stores, params: QueryParams, deepest: Tier) -> dict[str, tuple[int, int]]:
-    """Per content word of the query: records holding it in the store, and in the pool."""
-    terms = content_tokens(params.query)
-    return stores.journal.term_frequencies(terms, params.types, int(deepest))
+def _words(counts: dict[str, tuple[int, int, int]], deepest: Tier) -> dict[str, tuple[int, int]]:
+    """Per content word of the query: records holding it in the store, and in the pool of
+    tiers 1 to ``deepest`` (``counts``: :meth:`Journal.term_frequencies`)."""
+    return {term: (c[0], c[int(deepest)]) for term, c in counts.items()}
 
 
 def _stage(

@@ -1052,24 +1052,24 @@ class Journal:
         return [(int(r[0]), float(r[1])) for r in rows]
 
     def term_frequencies(
-        self, terms: Sequence[str], types: Sequence[MemoryType], within_tier: int
-    ) -> dict[str, tuple[int, int]]:
+        self, terms: Sequence[str], types: Sequence[MemoryType]
+    ) -> dict[str, tuple[int, int, int]]:
         """For each term: how many live memories of ``types`` hold it (the index's posting list,
-        stemmed like the index), and how many of those are in tiers 1 to ``within_tier``."""
+        stemmed like the index), and how many of those are in tier 1 and in tiers 1-2."""
         if not types:
             return {}
         marks = ",".join("?" * len(types))
         kinds = [t.value for t in types]
         base = (
-            "SELECT COUNT(*), SUM(h.tier <= ?) FROM memory_fts f"
+            "SELECT COUNT(*), SUM(h.tier <= 1), SUM(h.tier <= 2) FROM memory_fts f"
             " CROSS JOIN memories m ON m.num = f.rowid"
             " CROSS JOIN headers h ON h.num = f.rowid"
             f" WHERE memory_fts MATCH ? AND m.type IN ({marks}) AND m.deleted = 0"
         )
-        out: dict[str, tuple[int, int]] = {}
+        out: dict[str, tuple[int, int, int]] = {}
         for term in terms:
-            row = self._query(base, [within_tier, f'"{term}"', *kinds])[0]
-            out[term] = (int(row[0]), int(row[1] or 0))
+            row = self._query(base, [f'"{term}"', *kinds])[0]
+            out[term] = (int(row[0]), int(row[1] or 0), int(row[2] or 0))
         return out
 
     def live_count(self, types: Sequence[MemoryType]) -> int:
