@@ -32,16 +32,17 @@ import httpx
 import numpy as np
 
 from memoryd.config import load_config
+from memoryd.ingest import NewTurn
 from memoryd.memory.build import build_memories
 from memoryd.memory.extract import extract
-from memoryd.memory.models import Label, Role, Turn
+from memoryd.models import GraphEngine, Label, Role, Turn
 from memoryd.retrieve import QueryParams
-from memoryd.service import MemoryService, NewTurn
-from memoryd.store.graph import GraphEngine, GraphStore
+from memoryd.service import MemoryService
+from memoryd.store.graph import GraphStore
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
-from server import ServerProcess  # noqa: E402  (the e2e tests' real-server helper)
+from support.server import ServerProcess  # noqa: E402  (the e2e tests' real-server helper)
 
 LOCOMO = REPO.parent / "shared" / "data" / "locomo" / "locomo10.json"
 QUERIES = [

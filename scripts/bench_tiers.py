@@ -49,10 +49,12 @@ from tqdm import tqdm
 from memoryd.config import load_config
 from memoryd.eval.locomo import load_locomo, recall
 from memoryd.eval.longmemeval import load_longmemeval, recall_all
-from memoryd.retrieve import QueryParams, SearchMode
-from memoryd.service import MemoryService, NewTurn
-from memoryd.sufficiency import MIN_POOL_PER_HIT, Verdict, word_share
-from memoryd.sufficiency import Stage as JudgedStage
+from memoryd.ingest import NewTurn
+from memoryd.models import SearchMode
+from memoryd.retrieve import QueryParams
+from memoryd.retrieve.sufficiency import MIN_POOL_PER_HIT, Verdict, word_share
+from memoryd.retrieve.sufficiency import Stage as JudgedStage
+from memoryd.service import MemoryService
 
 REPO = Path(__file__).resolve().parents[1]
 LOCOMO = REPO.parent / "shared" / "data" / "locomo" / "locomo10.json"
@@ -125,13 +127,13 @@ def _measure(
         question.seconds[mode.value] = took
         question.stopped[mode.value] = stopped
     recorder = Recorder()
-    live = service.retrieval
-    service.retrieval = dataclasses.replace(live, sufficiency=recorder)
+    live = service.retriever
+    service.retriever = dataclasses.replace(live, judge=recorder)
     try:
         params = QueryParams(query=text, k=K, now=now, search=SearchMode.TIERED, recall=False)
         trace = service.query(user, params).search["stages"]
     finally:
-        service.retrieval = live
+        service.retriever = live
     for step, (best, full, turns) in zip(trace, recorder.seen, strict=False):
         question.stages.append(Stage(step["pool"], turns, best, full))
 
@@ -411,7 +413,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         finally:
             service.close()
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    report = [format_table(datasets, encoder_ms, config.tiers_threshold)]
+    report = [format_table(datasets, encoder_ms, config.tiers.threshold)]
     report += [format_sweep(d) for d in datasets]
     report.append(f"peak RSS of this process (one user open at a time): {rss:.0f} MB")
     text = "\n\n".join(report)

@@ -36,7 +36,7 @@ import numpy as np
 from tqdm import tqdm
 
 from memoryd.encoder import MANIFEST_FILE, Encoder, sha256_file
-from memoryd.memory.models import LABELS, Label
+from memoryd.models import LABELS, Label
 from memoryd.router import RouterHead
 from memoryd.router.calibrate import fit_temperature
 from memoryd.router.head import f1_scores

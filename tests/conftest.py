@@ -8,14 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.config import Config, load_config
+from memoryd.config import Config
 from memoryd.encoder import Encoder
 from memoryd.router import Router, RouterHead
 from memoryd.service import MemoryService
-
-REPO = Path(__file__).resolve().parents[1]
-MODEL_DIR = Path(os.environ.get("MEMORYD_MODEL_DIR", REPO / "models"))
-LOCOMO = REPO.parent / "shared" / "data" / "locomo" / "locomo10.json"
+from support.config import MODEL_DIR, make_config
 
 
 @pytest.fixture(autouse=True)
@@ -25,10 +22,6 @@ def clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:
         if key.startswith("MEMORYD_") and key not in ("MEMORYD_KUZU_PYTHON", "MEMORYD_MODEL_DIR"):
             monkeypatch.delenv(key)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-
-
-def make_config(data_dir: Path, **overrides: object) -> Config:
-    return load_config(None, {}, {"data_dir": data_dir, "model_dir": MODEL_DIR, **overrides})
 
 
 @pytest.fixture(scope="session")

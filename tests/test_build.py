@@ -13,7 +13,7 @@ from memoryd.memory.build import (
     memory_id,
 )
 from memoryd.memory.extract import entity_id, extract
-from memoryd.memory.models import (
+from memoryd.models import (
     Entity,
     EntityType,
     Episode,
@@ -28,10 +28,9 @@ from memoryd.memory.models import (
     Task,
     TaskStatus,
     Turn,
-    memory_from_payload,
     memory_type,
-    to_payload,
 )
+from memoryd.store.codec import memory_from_payload, to_payload
 
 NOW = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from conftest import MODEL_DIR
 from memoryd.cli import main
+from support.config import MODEL_DIR
 
 
 @pytest.fixture

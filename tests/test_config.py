@@ -14,7 +14,7 @@ def test_defaults_need_no_file() -> None:
     config = load_config(None, {}, {})
     assert config.host == "127.0.0.1"
     assert config.port == 8765
-    assert config.graph_engine == "ladybug"
+    assert config.graph.engine == "ladybug"
     assert config.data_dir == Path("./var")
 
 
@@ -22,7 +22,7 @@ def test_file_then_env_then_flags(tmp_path: Path) -> None:
     path = tmp_path / "m.toml"
     path.write_text('port = 9000\n[graph]\nengine = "kuzu"\n[retrieval]\nbm25_weight = 2\n')
     config = load_config(path, {"MEMORYD_PORT": "9100"}, {"port": None})
-    assert (config.port, config.graph_engine, config.retrieval_bm25_weight) == (9100, "kuzu", 2.0)
+    assert (config.port, config.graph.engine, config.retrieval.bm25_weight) == (9100, "kuzu", 2.0)
     config = load_config(path, {"MEMORYD_PORT": "9100"}, {"port": 9200})
     assert config.port == 9200
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import MODEL_DIR
-from server import ServerProcess
+from support.config import MODEL_DIR
+from support.server import ServerProcess
 
 pytestmark = pytest.mark.slow
 

@@ -7,7 +7,7 @@ import pytest
 from memoryd.encoder import Encoder
 from memoryd.memory.entities import EntityResolver
 from memoryd.memory.extract import entity_id
-from memoryd.memory.models import Entity, EntityType, Fact
+from memoryd.models import Entity, EntityType, Fact
 
 
 def entity(name: str, type: EntityType = EntityType.PLACE) -> Entity:

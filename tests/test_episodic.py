@@ -12,9 +12,10 @@ from fastapi.testclient import TestClient
 from memoryd.api.auth import Secret
 from memoryd.app import create_app
 from memoryd.errors import InvalidInputError
-from memoryd.memory.models import MemoryType, Role
+from memoryd.ingest import NewTurn
+from memoryd.models import MemoryType, Role
 from memoryd.retrieve import QueryParams, QueryResult, time_window
-from memoryd.service import MemoryService, NewTurn
+from memoryd.service import MemoryService
 
 TOKEN = "test-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

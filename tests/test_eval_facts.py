@@ -24,7 +24,6 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from conftest import MODEL_DIR
 from memoryd.cli import eval_facts, main
 from memoryd.encoder import Encoder
 from memoryd.errors import ConflictError
@@ -38,6 +37,7 @@ from memoryd.eval.facts import (
     run_facts,
 )
 from memoryd.service import MemoryService
+from support.config import MODEL_DIR
 
 
 def _turns(rows: list[tuple[str, str, str]]) -> list[dict[str, str]]:

@@ -14,7 +14,6 @@ from types import ModuleType
 import pytest
 from click.testing import CliRunner
 
-from conftest import MODEL_DIR, REPO, make_config
 from memoryd.cli import main
 from memoryd.eval.longmemeval import (
     dcg,
@@ -32,6 +31,7 @@ from memoryd.eval.longmemeval import (
 )
 from memoryd.retrieve import QueryResult
 from memoryd.service import USER_ID, MemoryService
+from support.config import MODEL_DIR, REPO, make_config
 
 MINI = REPO / "tests" / "data" / "longmemeval_mini.json"
 SCORED = ["lme_ssu_01", "lme_ms_02", "lme_tr_03"]

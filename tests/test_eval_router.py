@@ -14,16 +14,16 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from conftest import MODEL_DIR, REPO
 from memoryd.cli import main
 from memoryd.encoder import Encoder
 from memoryd.errors import InvalidInputError
 from memoryd.eval.router import Example, embed_examples, evaluate_router, load_examples
 from memoryd.eval.router_loop import OracleLabeller, plot_loop, run_loop, split_examples
-from memoryd.memory.models import LABELS
+from memoryd.models import LABELS
 from memoryd.router import Router, RouterHead
 from memoryd.router.router import deferral_threshold
 from memoryd.router.trainer import SeedSet
+from support.config import MODEL_DIR, REPO
 
 SEED_JSONL = REPO / "models" / "router_seed.jsonl"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

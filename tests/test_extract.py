@@ -16,7 +16,7 @@ from memoryd.memory.extract import (
     extract,
     is_health_related,
 )
-from memoryd.memory.models import EntityType
+from memoryd.models import EntityType
 
 # Monday 8 May 2023, 13:56 UTC.
 NOW = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)

@@ -21,11 +21,12 @@ from pathlib import Path
 import pytest
 
 from memoryd.errors import ClosedError, GraphError
-from memoryd.memory.models import (
+from memoryd.models import (
     Entity,
     EntityType,
     Episode,
     Fact,
+    GraphEngine,
     Memory,
     Mention,
     Role,
@@ -37,7 +38,7 @@ from memoryd.memory.models import (
     TaskStatus,
     Turn,
 )
-from memoryd.store.graph import GraphEngine, GraphStore
+from memoryd.store.graph import GraphStore
 
 ENGINE = GraphEngine(os.environ.get("MEMORYD_GRAPH_ENGINE", GraphEngine.LADYBUG))
 DEFAULT_KUZU_PYTHON = "/tmp/kuzuvenv/bin/python"
@@ -641,7 +642,7 @@ def acknowledged_until_killed(path: Path, first: int, wanted: int, errors: Path)
 
     Returns every seq it acknowledged, including lines already in the pipe at the kill.
     """
-    writer = Path(__file__).with_name("graph_crash_writer.py")
+    writer = Path(__file__).parent / "support" / "graph_crash_writer.py"
     env = {**os.environ, "PYTHONPATH": str(ROOT / "daemon")}
     acked: list[int] = []
     with (

@@ -6,48 +6,55 @@ import numpy as np
 import pytest
 
 from memoryd.errors import ClosedError, JournalError
-from memoryd.memory.models import (
-    Entity,
-    Episode,
-    Fact,
-    Label,
-    MemoryType,
-    Role,
-    Turn,
-)
-from memoryd.store.journal import Journal, LogKind, TurnEntry
+from memoryd.models import Entity, Episode, Fact, Label, MemoryType, Receipt, Role, RoutedBy, Turn
+from memoryd.store.journal import Journal
+from memoryd.store.lexical import TextSearch
+from memoryd.store.records import LogKind, TurnEntry
+from memoryd.store.sqlite import Database
 
 TS = datetime(2024, 5, 8, 13, 56, tzinfo=UTC)
+
+
+def receipt(n: int) -> Receipt:
+    return Receipt(f"t{n}", (Label.EPISODIC,), round(0.9 - n / 100, 4), RoutedBy.CLASSIFIER)
 
 
 def entry(n: int, text: str, session: str = "s1") -> TurnEntry:
     turn = Turn(f"t{n}", session, Role.USER, text, TS, labels=(Label.EPISODIC,), confidence=0.9)
     episode = Episode(f"ep{n}", turn.turn_id, session, text, TS)
     vec = np.full(4, n, dtype=np.float32)
-    return TurnEntry(turn, vec, [episode], {"turn_id": turn.turn_id, "n": n})
+    return TurnEntry(turn, vec, [episode], receipt(n))
+
+
+def open_journal(path: Path) -> Journal:
+    return Journal(Database(path))
 
 
 @pytest.fixture
 def journal(tmp_path: Path):
-    j = Journal(tmp_path / "journal.sqlite")
+    j = open_journal(tmp_path / "journal.sqlite")
     yield j
-    j.close()
+    j.db.close()
+
+
+def search(journal: Journal, query: str, types: list[MemoryType], limit: int):
+    return TextSearch(journal.db).search(query, types, limit)
 
 
 def test_wal_and_full_sync(journal: Journal) -> None:
-    conn = sqlite3.connect(journal.path)
+    conn = sqlite3.connect(journal.db.path)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert journal._writer.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    assert journal.db.writer.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
 
 
 def test_append_returns_consecutive_seqs_and_reads_back(journal: Journal) -> None:
-    seqs = journal.append_turns([entry(1, "hiking in the alps"), entry(2, "dinner with anna")])
-    assert seqs == [1, 2]
-    turn, vec, reply = journal.turn("t2")
+    written = journal.append_turns([entry(1, "hiking in the alps"), entry(2, "dinner with anna")])
+    assert [w.seq for w in written] == [1, 2]
+    turn, vec, first = journal.turn("t2")
     assert turn.text == "dinner with anna" and turn.labels == (Label.EPISODIC,)
     assert vec.tolist() == [2.0] * 4
-    assert reply == {"turn_id": "t2", "n": 2}
-    assert journal.replies(["t1", "nope"]) == {"t1": {"turn_id": "t1", "n": 1}}
+    assert first == receipt(2)
+    assert journal.receipts(["t1", "nope"]) == {"t1": receipt(1)}
     assert [s.memory.id for s in journal.memories_of_turn("t1")] == ["ep1"]
 
 
@@ -61,13 +68,13 @@ def test_batch_is_atomic(journal: Journal) -> None:
 
 def test_bm25_drops_stopwords_and_filters_types(journal: Journal) -> None:
     journal.append_turns([entry(1, "We went hiking in the Alps"), entry(2, "I cooked pasta")])
-    hits = journal.search_text("where did we go hiking?", [MemoryType.EPISODIC], 10)
+    hits = search(journal, "where did we go hiking?", [MemoryType.EPISODIC], 10)
     assert [h[0] for h in hits] == [1]
     assert hits[0][1] > 0
-    assert journal.search_text("the and of", [MemoryType.EPISODIC], 10) == []
-    assert journal.search_text("hiking", [MemoryType.SEMANTIC], 10) == []
+    assert search(journal, "the and of", [MemoryType.EPISODIC], 10) == []
+    assert search(journal, "hiking", [MemoryType.SEMANTIC], 10) == []
     # Porter stemming: "hike" matches "hiking"
-    assert [h[0] for h in journal.search_text("hike", [MemoryType.EPISODIC], 10)] == [1]
+    assert [h[0] for h in search(journal, "hike", [MemoryType.EPISODIC], 10)] == [1]
 
 
 def test_patch_and_delete_are_logged(journal: Journal) -> None:
@@ -75,12 +82,12 @@ def test_patch_and_delete_are_logged(journal: Journal) -> None:
     stored = journal.memory("ep1")
     assert stored is not None
     patched = Episode("ep1", "t1", "s1", "I live in Bergen", TS)
-    seq = journal.patch_memory(patched, np.ones(4, dtype=np.float32))
+    seq = journal.patch_memory(patched, np.ones(4, dtype=np.float32)).seq
     assert journal.memory("ep1").memory.text == "I live in Bergen"
     assert journal.memory_embeddings([stored.num])[stored.num].tolist() == [1.0] * 4
-    assert [h[0] for h in journal.search_text("bergen", list(MemoryType), 5)] == [stored.num]
-    assert journal.search_text("oslo", list(MemoryType), 5) == []
-    seq2 = journal.delete_memory("ep1")
+    assert [h[0] for h in search(journal, "bergen", list(MemoryType), 5)] == [stored.num]
+    assert search(journal, "oslo", list(MemoryType), 5) == []
+    seq2 = journal.delete_memory("ep1").seq
     assert seq2 == seq + 1
     assert journal.memory("ep1") is None
     assert journal.nums(["ep1"]) == {"ep1": stored.num}
@@ -101,7 +108,7 @@ def test_memories_roundtrip_with_entities(journal: Journal) -> None:
     fact = Fact(
         "f9", "t9", "allergic_to", Entity("e1", "ibuprofen"), "allergic to ibuprofen", valid_from=TS
     )
-    journal.append_turns([TurnEntry(turn, np.zeros(4, np.float32), [fact], {})])
+    journal.append_turns([TurnEntry(turn, np.zeros(4, np.float32), [fact], receipt(9))])
     stored = journal.memory("f9")
     assert stored.type is MemoryType.SEMANTIC
     assert stored.memory == fact
@@ -120,8 +127,8 @@ def test_turns_page_by_session(journal: Journal) -> None:
 
 
 def test_closed_journal_refuses(tmp_path: Path) -> None:
-    j = Journal(tmp_path / "j.sqlite")
-    j.close()
+    j = open_journal(tmp_path / "j.sqlite")
+    j.db.close()
     with pytest.raises(ClosedError):
         j.append_turns([entry(1, "x")])
     with pytest.raises(ClosedError):

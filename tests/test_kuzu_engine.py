@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import MODEL_DIR
+from support.config import MODEL_DIR
 
 HERE = Path(__file__).parent
 pytestmark = pytest.mark.slow
@@ -24,7 +24,12 @@ def kuzu_python() -> str:
 
 def test_service_runs_on_kuzu(tmp_path: Path) -> None:
     r = subprocess.run(
-        [kuzu_python(), str(HERE / "kuzu_service_run.py"), str(tmp_path / "d"), str(MODEL_DIR)],
+        [
+            kuzu_python(),
+            str(HERE / "support" / "kuzu_service_run.py"),
+            str(tmp_path / "d"),
+            str(MODEL_DIR),
+        ],
         capture_output=True,
         text=True,
         timeout=600,

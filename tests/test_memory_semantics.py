@@ -11,12 +11,22 @@ import pytest
 from memoryd.config import Config
 from memoryd.encoder import Encoder
 from memoryd.errors import ConflictError, InvalidInputError, MemoryNotFoundError
+from memoryd.ingest import NewTurn
 from memoryd.llm.base import Prompt
 from memoryd.memory.abstract import PROC_SCHEMA, SEM_SCHEMA
-from memoryd.memory.models import MemoryType, Role, TaskStatus
+from memoryd.models import MemoryType, Role, TaskStatus
 from memoryd.retrieve import QueryParams
 from memoryd.router import Router
-from memoryd.service import MemoryService, NewTurn
+from memoryd.service import MemoryService
+from support.replies import (
+    facts_json,
+    memories_json,
+    memory_json,
+    receipts_json,
+    tasks_json,
+    turn_json,
+    undone_json,
+)
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 
@@ -26,12 +36,12 @@ def say(service: MemoryService, *texts: str, user: str = "u", start: int = 0) ->
     replies = []
     for i, text in enumerate(texts, start=start):
         turn = NewTurn("s1", Role.USER, text, ts=T0 + timedelta(hours=i), turn_id=f"t{i}")
-        replies += service.ingest(user, [turn])
+        replies += receipts_json(service.ingest(user, [turn]))
     return replies
 
 
 def facts(service: MemoryService, history: bool = False, user: str = "u") -> list[dict]:
-    return service.list_facts(user, history=history)["facts"]
+    return facts_json(service.list_facts(user, history=history))
 
 
 def relation_objects(found: list[dict]) -> list[tuple[str, str, bool]]:
@@ -96,7 +106,7 @@ class TestSupersession:
     def test_undo_reopens_the_superseded_fact(self, service: MemoryService) -> None:
         say(service, "I live in Oslo", "I moved to Berlin")
         old, new = facts(service, history=True)
-        reply = service.undo_supersession("u", old["id"])
+        reply = undone_json(service.undo_supersession("u", old["id"]))
         assert reply["was_superseded_by"] == new["id"]
         assert {o for _, o, c in relation_objects(facts(service)) if c} == {"Oslo", "Berlin"}
         with pytest.raises(ConflictError, match="not superseded"):
@@ -118,8 +128,8 @@ class TestSupersession:
 
 def test_turns_without_a_time_keep_the_request_order(service: MemoryService) -> None:
     texts = ["first we met", "then we ate", "then we walked home", "and slept"]
-    replies = service.ingest("u", [NewTurn("s1", Role.USER, t) for t in texts])
-    times = [service.get_turn("u", r["turn_id"])["ts"] for r in replies]
+    replies = receipts_json(service.ingest("u", [NewTurn("s1", Role.USER, t) for t in texts]))
+    times = [turn_json(service.get_turn("u", r["turn_id"]))["ts"] for r in replies]
     assert times == sorted(times) and len(set(times)) == len(texts)
     first = replies[0]["memories"][0]["id"]
     found = service.query("u", QueryParams("x", after=first, k=3)).items
@@ -152,7 +162,7 @@ class TestCanonicalEntities:
 class TestTasks:
     def test_a_reported_action_completes_the_open_task(self, service: MemoryService) -> None:
         replies = say(service, "Take omeprazole 30 min before dinner", "I took my omeprazole")
-        (task,) = service.list_tasks("u", [])["tasks"]
+        (task,) = tasks_json(service.list_tasks("u", []))
         states = [s["status"] for s in task["record"]["states"]]
         assert states == ["pending", "done"]
         assert task["record"]["states"][1]["turn_id"] == "t1"
@@ -163,7 +173,8 @@ class TestTasks:
     def test_an_unmatched_action_is_a_done_state(self, service: MemoryService) -> None:
         say(service, "Take omeprazole 30 min before dinner", "I took aspirin this morning")
         by_status = {
-            s.value: [t["text"] for t in service.list_tasks("u", [s])["tasks"]] for s in TaskStatus
+            s.value: [t["text"] for t in tasks_json(service.list_tasks("u", [s]))]
+            for s in TaskStatus
         }
         assert by_status["pending"] == ["Take omeprazole 30 min before dinner"]
         assert len(by_status["done"]) == 1
@@ -175,7 +186,7 @@ class TestTasks:
         with pytest.raises(ConflictError, match="reopen it"):
             service.update_task("u", "k1", TaskStatus.DONE)
         service.update_task("u", "k1", TaskStatus.PENDING)
-        done = service.update_task("u", "k1", TaskStatus.DONE)
+        done = memory_json(service.update_task("u", "k1", TaskStatus.DONE))
         states = [(s["status"], s["note"]) for s in done["record"]["states"]]
         assert states == [
             ("pending", "created via the API"),
@@ -195,11 +206,11 @@ class TestTasks:
         service.create_task("u", "call the bank", due=T0, task_id="late")
         service.create_task("u", "call the plumber", due=T0 + timedelta(days=5), task_id="later")
         service.create_task("u", "read a book", task_id="undated")
-        grace = timedelta(seconds=service.config.memory_expire_after)
+        grace = timedelta(seconds=service.config.memory.expire_after)
         assert service.expire_tasks(now=T0 + grace) == 0
         assert service.expire_tasks(now=T0 + grace + timedelta(minutes=1)) == 1
         assert service.expire_tasks(now=T0 + grace + timedelta(minutes=2)) == 0
-        expired = service.list_tasks("u", [TaskStatus.EXPIRED])["tasks"]
+        expired = tasks_json(service.list_tasks("u", [TaskStatus.EXPIRED]))
         assert [t["id"] for t in expired] == ["late"]
 
     def test_query_carries_open_and_recent_states(self, service: MemoryService) -> None:
@@ -225,10 +236,10 @@ class TestRules:
             "If I take an NSAID with aspirin, check the bleeding risk first.",
             "If I take an NSAID with aspirin, check the bleeding risk first.",
         )
-        (rule,) = service.list_memories("u", [MemoryType.PROCEDURAL], 10)["memories"]
+        (rule,) = memories_json(service.list_memories("u", [MemoryType.PROCEDURAL], 10))
         assert rule["record"]["support"] == 2
         service.feedback("u", rule["id"], positive=True)
-        voted = service.feedback("u", rule["id"], positive=False)
+        voted = memory_json(service.feedback("u", rule["id"], positive=False))
         assert (voted["record"]["positive"], voted["record"]["negative"]) == (1, 1)
         say(service, "I live in Oslo", start=5)
         with pytest.raises(InvalidInputError, match="feedback applies"):
@@ -241,7 +252,7 @@ def test_a_rule_with_another_else_branch_is_another_rule(service: MemoryService)
         "If I take an NSAID with aspirin, check the bleeding risk, otherwise take it with food.",
         "If I take an NSAID with aspirin, check the bleeding risk, otherwise take it with water.",
     )
-    rules = service.list_memories("u", [MemoryType.PROCEDURAL], 10)["memories"]
+    rules = memories_json(service.list_memories("u", [MemoryType.PROCEDURAL], 10))
     assert [r["record"]["support"] for r in rules] == [1, 1]
 
 
@@ -259,14 +270,14 @@ def test_rebuild_and_export_reproduce_the_semantics(service: MemoryService) -> N
     service.update_task("u", "k1", TaskStatus.DONE)
     old = facts(service, history=True)[0]
     service.undo_supersession("u", old["id"])
-    before = (facts(service, history=True), service.list_tasks("u", [])["tasks"])
+    before = (facts(service, history=True), tasks_json(service.list_tasks("u", [])))
     counts = service.counts("u")
     rebuilt = service.rebuild("u")
     assert {k: v for k, v in rebuilt.items() if k != "replayed"} == counts
-    assert (facts(service, history=True), service.list_tasks("u", [])["tasks"]) == before
+    assert (facts(service, history=True), tasks_json(service.list_tasks("u", []))) == before
     service.import_user("copy", list(service.export_user("u")))
     assert facts(service, history=True, user="copy") == before[0]
-    assert service.list_tasks("copy", [])["tasks"] == before[1]
+    assert tasks_json(service.list_tasks("copy", [])) == before[1]
     assert service.counts("copy") == counts
 
 
@@ -322,10 +333,10 @@ def test_abstraction_pass_is_journaled_once(
             ["t1"],
         )
         assert service.abstract_now("u") == {}
-        episode = service.get_turn("u", "t0")["memories"][0]["id"]
+        episode = turn_json(service.get_turn("u", "t0"))["memories"][0]["id"]
         service.feedback("u", episode, positive=True)
         assert service.abstract_now("u") == {"proc_batches": 1}
-        (derived_rule,) = service.list_memories("u", [MemoryType.PROCEDURAL], 10)["memories"]
+        (derived_rule,) = memories_json(service.list_memories("u", [MemoryType.PROCEDURAL], 10))
         nodes = derived_rule["record"]["nodes"]
         assert [(n["kind"], n["when"]) for n in nodes][-2:] == [
             ("branch", "otherwise"),

@@ -11,7 +11,7 @@ import pytest
 
 from memoryd.encoder import Encoder
 from memoryd.errors import ModelMissingError
-from memoryd.memory.models import LABELS, Label, RoutedBy
+from memoryd.models import LABELS, Label, RoutedBy
 from memoryd.router import RouteDecision, Router, RouterHead
 from memoryd.router.head import f1_scores
 from memoryd.router.router import choose_labels, confidence

@@ -16,12 +16,12 @@ from typing import Any
 import httpx
 import pytest
 
-from conftest import MODEL_DIR
-from labeller import OracleLabeller, serve_oracle
-from llm_fixtures import gemma_gguf
-from memoryd.memory.models import LABELS
+from memoryd.models import LABELS
 from memoryd.router.trainer import SeedSet
-from server import ServerProcess
+from support.config import MODEL_DIR
+from support.labeller import OracleLabeller, serve_oracle
+from support.llm_fixtures import gemma_gguf
+from support.server import ServerProcess
 from test_router_loop import REMINDER, gold_lines
 
 pytestmark = pytest.mark.slow

@@ -17,19 +17,22 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from conftest import MODEL_DIR, make_config
-from labeller import OracleLabeller, serve_oracle
 from memoryd.cli import main
+from memoryd.config import RouterConfig
 from memoryd.errors import ConflictError
+from memoryd.ingest import NewTurn
 from memoryd.llm import OpenAICompatLLM
-from memoryd.memory.models import LABELS, Role
-from memoryd.router import Router, RouterHead
+from memoryd.models import LABELS, Role
+from memoryd.router import Router, RouterHead, retry_at
 from memoryd.router.calibrate import fit_temperature
-from memoryd.router.enhance import LoopSettings
 from memoryd.router.router import decide, deferral_threshold
 from memoryd.router.trainer import Pool, SeedSet, in_pool_holdout, train_round
-from memoryd.service import MemoryService, NewTurn
+from memoryd.service import MemoryService
 from memoryd.store.journal import Journal
+from memoryd.store.sqlite import Database
+from support.config import MODEL_DIR, make_config
+from support.labeller import OracleLabeller, serve_oracle
+from support.replies import facts_json, turn_json
 
 REMINDER = "Remind me to call the plumber about the kitchen sink tomorrow at 9."
 
@@ -55,8 +58,8 @@ def test_deferral_threshold_decays_to_its_floor() -> None:
     assert deferral_threshold(0, 0.9, 0.05, 0.5) == pytest.approx(0.9)
     assert deferral_threshold(5, 0.9, 0.05, 0.5) == pytest.approx(0.9 * math.exp(-0.25))
     assert deferral_threshold(100, 0.9, 0.05, 0.5) == 0.5
-    settings = LoopSettings(max_attempts=3, retry_backoff=2.0)
-    assert [settings.retry_at(n, 100.0) for n in (1, 2, 3)] == [102.0, 104.0, None]
+    settings = RouterConfig.defaults(max_attempts=3, retry_backoff=2.0)
+    assert [retry_at(settings, n, 100.0) for n in (1, 2, 3)] == [102.0, 104.0, None]
 
 
 def test_fit_temperature_recovers_the_temperature_that_made_the_labels() -> None:
@@ -154,7 +157,7 @@ def make_service(tmp_path: Path, encoder, router: Router, url: str | None, **ove
     config = make_config(tmp_path / "data", **settings)
     llm = None
     if url is not None:
-        llm = OpenAICompatLLM(url, model="oracle", max_tokens=64, timeout=config.llm_timeout)
+        llm = OpenAICompatLLM(url, model="oracle", max_tokens=64, timeout=config.llm.timeout)
     return MemoryService(config, encoder, router, llm=llm, owns_encoder=False)
 
 
@@ -168,13 +171,13 @@ def test_a_deferred_turn_is_labelled_rerouted_and_pooled(
     service = make_service(tmp_path, encoder, router, llm_url)
     try:
         [reply] = service.ingest("ann", [turn(REMINDER)])
-        assert reply["routed_by"] == "deferred" and reply["low_confidence"]
-        assert reply["labels"] == ["working"]
+        assert reply.routed_by == "deferred" and reply.low_confidence
+        assert list(reply.labels) == ["working"]
         before = service.counts("ann")
         assert before["vectors_working"] == 1 and before["graph_Task"] == 1
 
         assert service.label_deferred() == {"labelled": 1, "retried": 0, "failed": 0, "rounds": 0}
-        got = service.get_turn("ann", reply["turn_id"])
+        got = turn_json(service.get_turn("ann", reply.turn_id))
         assert got["labels"] == ["episodic"] and got["routed_by"] == "llm"
         assert {m["type"] for m in got["memories"]} == {"episodic"}
         after = service.counts("ann")
@@ -189,7 +192,7 @@ def test_a_deferred_turn_is_labelled_rerouted_and_pooled(
         assert rebuilt["graph_Task"] == 0 and rebuilt["vectors_episodic"] == 1
         exported = list(service.export_user("ann"))
         service.import_user("bob", exported)
-        assert service.get_turn("bob", reply["turn_id"])["labels"] == ["episodic"]
+        assert turn_json(service.get_turn("bob", reply.turn_id))["labels"] == ["episodic"]
         assert service.counts("bob")["graph_Task"] == 0
     finally:
         service.close()
@@ -209,14 +212,14 @@ def test_a_relabelled_turn_is_consolidated_like_a_new_one(
             _, berlin, allergic = service.ingest(
                 "ann", [turn("I live in Oslo"), turn(moved), turn(allergy)]
             )
-            assert "semantic" not in berlin["labels"]
+            assert "semantic" not in berlin.labels
             assert service.label_deferred()["labelled"] == 3
-            facts = service.list_facts("ann", history=True)["facts"]
+            facts = facts_json(service.list_facts("ann", history=True))
             found = {f["record"]["object"]["name"]: f for f in facts}
             assert (found["Oslo"]["current"], found["Berlin"]["current"]) == (False, True)
             assert found["Oslo"]["record"]["superseded_by"] == found["Berlin"]["id"]
             # a re-routed turn does not consolidate against its own records
-            assert found["ibuprofen"]["record"]["sources"] == [allergic["turn_id"]]
+            assert found["ibuprofen"]["record"]["sources"] == [allergic.turn_id]
             before = service.list_facts("ann", history=True)
             service.rebuild("ann")
             assert service.list_facts("ann", history=True) == before
@@ -230,7 +233,7 @@ def test_without_an_llm_low_confidence_turns_are_flagged_not_queued(
     service = make_service(tmp_path, encoder, router, None)
     try:
         [reply] = service.ingest("ann", [turn(REMINDER)])
-        assert reply["routed_by"] == "classifier" and reply["low_confidence"]
+        assert reply.routed_by == "classifier" and reply.low_confidence
         status = service.router_status("ann")
         assert status["deferral"] is False
         assert status["queue"]["pending"] == 0
@@ -256,7 +259,7 @@ def test_a_failing_labeller_is_retried_then_given_up(
         status = service.router_status("ann")
         assert status["queue"] == {"pending": 0, "labelled": 0, "failed": 1}
         assert status["pool"]["size"] == 0
-        got = service.get_turn("ann", reply["turn_id"])
+        got = turn_json(service.get_turn("ann", reply.turn_id))
         assert got["labels"] == ["working"]  # the classifier's label stands
         assert service.counts("ann")["graph_Task"] == 1
         assert service.label_deferred()["failed"] == 0  # nothing is tried again
@@ -314,8 +317,8 @@ def test_an_old_journal_gains_the_relabel_column(tmp_path: Path) -> None:
             " session_id TEXT NOT NULL, ts TEXT NOT NULL, embedding BLOB NOT NULL,"
             " reply TEXT NOT NULL)"
         )
-    journal = Journal(path)
-    journal.close()
+    Journal(db := Database(path))
+    db.close()
     with sqlite3.connect(path) as conn:
         columns = {row[1] for row in conn.execute("PRAGMA table_info(turns)")}
     assert "relabel_seq" in columns

@@ -12,22 +12,17 @@ from datetime import UTC, datetime
 
 import pytest
 
+from memoryd.ingest import NewTurn
 from memoryd.memory.abstract import _rule as aproc_rule
 from memoryd.memory.build import build_memories
 from memoryd.memory.extract import extract
-from memoryd.memory.models import (
-    Episode,
-    Label,
-    MemoryType,
-    Role,
-    Rule,
-    RuleNodeKind,
-    Turn,
-    memory_from_payload,
-    to_payload,
-)
-from memoryd.retrieve import Item, QueryParams, Stores, _matching_rules, render_line
-from memoryd.service import MemoryService, NewTurn
+from memoryd.models import Episode, Label, MemoryType, Role, Rule, RuleNodeKind, Turn
+from memoryd.retrieve import Item, QueryParams, Stores, render_line
+from memoryd.retrieve.expand import matching_rules
+from memoryd.schemas.replies import ItemReply
+from memoryd.service import MemoryService
+from memoryd.store.codec import memory_from_payload, to_payload
+from support.replies import as_json
 
 NOW = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
 NSAID = (
@@ -188,7 +183,9 @@ def test_render_line_shows_branches_and_marks_the_matched_one() -> None:
         " [applies: otherwise]"
     )
     assert render_line(rule_item(rule, {"branch": None})).endswith("[applies: none]")
-    assert rule_item(rule, {"branch": "then"}).as_dict()["detail"] == {"branch": "then"}
+    assert as_json(ItemReply.of(rule_item(rule, {"branch": "then"})))["detail"] == {
+        "branch": "then"
+    }
 
 
 @pytest.fixture
@@ -201,13 +198,13 @@ def health(service: MemoryService) -> Iterator[Stores]:
     for text in turns:
         (reply,) = service.ingest("pat", [NewTurn(session_id="s1", role=Role.USER, text=text)])
         if text == NSAID:
-            assert "procedural" in [m["type"] for m in reply["memories"]]
-    with service._workspace("pat") as ws:
-        yield Stores(ws.journal, ws.graph, ws.vectors, ws.headers)
+            assert "procedural" in [m.type for m in reply.memories]
+    with service.users.lease("pat") as ws:
+        yield ws.stores
 
 
 def matched(stores: Stores, query: str) -> dict[str, tuple[str, dict]]:
-    found = _matching_rules(stores, query)
+    found = matching_rules(stores, query)
     return {" ".join(_rule_of(stores, x.id).conditions): (x.why, x.detail) for x in found}
 
 
@@ -282,5 +279,5 @@ def test_rebuild_reproduces_the_rule_tree(service: MemoryService, health: Stores
         ]
     )
     service.rebuild("pat")
-    with service._workspace("pat") as ws:
-        assert ws.graph.rule_tree(rule_id, edges=True) == before
+    with service.users.lease("pat") as ws:
+        assert ws.projection.graph.rule_tree(rule_id, edges=True) == before

@@ -5,7 +5,6 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from conftest import make_config
 from memoryd.errors import (
     ConflictError,
     DataDirBusyError,
@@ -15,9 +14,12 @@ from memoryd.errors import (
     TurnNotFoundError,
     UserNotFoundError,
 )
-from memoryd.memory.models import MemoryType, Role
+from memoryd.ingest import NewTurn
+from memoryd.models import MemoryType, Role
 from memoryd.retrieve import QueryParams
-from memoryd.service import MemoryPatch, MemoryService, NewTurn
+from memoryd.service import MemoryService
+from memoryd.workspace import MemoryPatch
+from support.config import make_config
 
 T0 = datetime(2024, 5, 8, 13, 56, tzinfo=UTC)
 
@@ -47,29 +49,29 @@ def test_ingest_replies_with_labels_and_memories(service: MemoryService) -> None
     replies = service.ingest("alice", turns())
     assert len(replies) == len(CHAT)
     for reply in replies:
-        assert reply["labels"] and 0.0 <= reply["confidence"] <= 1.0
-        assert reply["routed_by"] == "classifier"
-        assert reply["duplicate"] is False
+        assert reply.labels and 0.0 <= reply.confidence <= 1.0
+        assert reply.routed_by == "classifier"
+        assert reply.duplicate is False
     fragmented = replies[4]
-    assert fragmented["labels"] == ["fragmented"] and fragmented["memories"] == []
-    assert all(r["memories"] for i, r in enumerate(replies) if i != 4)
-    types = {m["type"] for r in replies for m in r["memories"]}
+    assert list(fragmented.labels) == ["fragmented"] and list(fragmented.memories) == []
+    assert all(r.memories for i, r in enumerate(replies) if i != 4)
+    types = {m.type for r in replies for m in r.memories}
     assert {"episodic", "semantic", "working"} <= types
 
 
 def test_retry_returns_the_first_reply(service: MemoryService) -> None:
     first = service.ingest("alice", turns()[:2])
     again = service.ingest("alice", turns()[:2] + turns()[:1])
-    assert [r["duplicate"] for r in again] == [True, True, True]
-    assert [r["memories"] for r in again[:2]] == [r["memories"] for r in first]
+    assert [r.duplicate for r in again] == [True, True, True]
+    assert [r.memories for r in again[:2]] == [r.memories for r in first]
     assert service.counts("alice")["turns"] == 2
 
 
 def test_duplicate_inside_one_batch(service: MemoryService) -> None:
     t = turns()[0]
     replies = service.ingest("alice", [t, t])
-    assert [r["duplicate"] for r in replies] == [False, True]
-    assert replies[0]["turn_id"] == replies[1]["turn_id"]
+    assert [r.duplicate for r in replies] == [False, True]
+    assert replies[0].turn_id == replies[1].turn_id
 
 
 def test_explicit_turn_id_is_the_key(service: MemoryService) -> None:
@@ -77,8 +79,8 @@ def test_explicit_turn_id_is_the_key(service: MemoryService) -> None:
     b = NewTurn(session_id="s", role=Role.USER, text="other text", turn_id="x1")
     service.ingest("alice", [a])
     reply = service.ingest("alice", [b])[0]
-    assert reply["duplicate"] is True
-    assert service.get_turn("alice", "x1")["text"] == "first text"
+    assert reply.duplicate is True
+    assert service.get_turn("alice", "x1").turn.text == "first text"
 
 
 def test_query_ranks_the_relevant_memory_first(service: MemoryService) -> None:
@@ -120,10 +122,10 @@ def test_patch_reembeds_and_reindexes(service: MemoryService) -> None:
     service.ingest("alice", turns())
     target = service.query("alice", QueryParams("hiking Alps", k=1)).items[0].memory.id
     updated = service.patch_memory("alice", target, MemoryPatch(text="We went sailing off Crete."))
-    assert updated["text"] == "We went sailing off Crete."
+    assert updated.text == "We went sailing off Crete."
     assert service.query("alice", QueryParams("sailing Crete", k=1)).items[0].memory.id == target
     service.patch_memory("alice", target, MemoryPatch(importance=9))
-    assert service.get_memory("alice", target)["record"]["header"]["importance"] == 9
+    assert service.get_memory("alice", target).memory.header.importance == 9
     with pytest.raises(InvalidInputError):
         service.patch_memory("alice", target, MemoryPatch(importance=11))
     with pytest.raises(MemoryNotFoundError):
@@ -144,14 +146,14 @@ def test_delete_memory_removes_it_from_retrieval(service: MemoryService) -> None
 def test_lists_and_lookups(service: MemoryService) -> None:
     service.ingest("alice", turns())
     page = service.list_turns("alice", "s1", limit=2)
-    assert len(page["turns"]) == 2 and page["next_cursor"] is not None
-    rest = service.list_turns("alice", "s1", limit=10, cursor=page["next_cursor"])
-    assert len(rest["turns"]) == 2 and rest["next_cursor"] is None
+    assert len(page.turns) == 2 and page.next_cursor is not None
+    rest = service.list_turns("alice", "s1", limit=10, cursor=page.next_cursor)
+    assert len(rest.turns) == 2 and rest.next_cursor is None
     listed = service.list_memories("alice", (MemoryType.SEMANTIC,), limit=50)
-    assert listed["memories"] and all(m["type"] == "semantic" for m in listed["memories"])
-    turn_id = page["turns"][0]["turn_id"]
+    assert listed.memories and all(m.type == "semantic" for m in listed.memories)
+    turn_id = page.turns[0].turn_id
     stored = service.get_turn("alice", turn_id)
-    assert stored["memories"] and stored["reply"]["turn_id"] == turn_id
+    assert stored.memories and stored.receipt.turn_id == turn_id
     with pytest.raises(TurnNotFoundError):
         service.get_turn("alice", "missing")
     with pytest.raises(UserNotFoundError):

@@ -15,15 +15,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import make_config
-from memoryd.memory.models import Entity, EntityType, Fact, MemoryType, Role
+from memoryd.config import TierConfig
+from memoryd.ingest import NewTurn
+from memoryd.models import Entity, EntityType, Fact, MemoryType, Role, SearchMode, Tier
 from memoryd.persona import build_persona, drift, fact_sentence
-from memoryd.retrieve import QueryParams, SearchMode
-from memoryd.service import MemoryService, NewTurn
-from memoryd.store.headers import HeaderStore, PersonaSlot, RunKind, Tier
-from memoryd.store.journal import Journal, MemoryChange, NewMemory
-from memoryd.sufficiency import Evidence, ScoreSufficiency, Stage, idf, word_share
-from memoryd.tiers import TierConfig, plan, recall_gain, refresh_persona, score
+from memoryd.retrieve import QueryParams
+from memoryd.retrieve.sufficiency import Evidence, ScoreSufficiency, Stage, idf, word_share
+from memoryd.service import MemoryService
+from memoryd.store.headers import HeaderStore, PersonaSlot, RunKind
+from memoryd.store.journal import Journal
+from memoryd.store.records import MemoryChange, NewMemory
+from memoryd.store.sqlite import Database
+from memoryd.tiers import plan, recall_gain, refresh_persona, score
+from support.config import make_config
+from support.replies import memory_json
 
 T0 = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
 TOPICS = [
@@ -71,13 +76,24 @@ def fill(service: MemoryService, user: str = "ann", sessions: int = 6) -> dateti
     return T0 + timedelta(days=sessions + 1)
 
 
+def open_stores(path: Path) -> tuple[Journal, HeaderStore]:
+    db = Database(path)
+    return Journal(db), HeaderStore(db)
+
+
+def change(journal: Journal, headers: HeaderStore, change: MemoryChange) -> None:
+    """Journal ``change`` with the header rows of what it creates, as the workspace does."""
+    with journal.db.transaction():
+        headers.add(journal.change_memories(change).added)
+
+
 def tiers_of(service: MemoryService, user: str) -> dict[str, int]:
     return service.tiers_status(user)["sizes"]
 
 
 def flush(service: MemoryService, user: str) -> None:
     """Wait for the user's writer to run what queries queued (recall counts, promotions)."""
-    with service._workspace(user) as ws:
+    with service.users.lease(user) as ws:
         ws.writer.call(lambda: None)
 
 
@@ -85,7 +101,7 @@ def flush(service: MemoryService, user: str) -> None:
 
 
 def test_score_follows_the_formula() -> None:
-    config = TierConfig(alpha=0.1, beta=1.0, decay=0.05)
+    config = TierConfig.defaults(alpha=0.1, beta=1.0, decay=0.05)
     assert recall_gain(0) == pytest.approx(math.log(2))
     # (0.1*8 + 1*0.5) * ln 2 * exp(-0.05 * 10 / ln 2) for a record 10 days old, never recalled
     expected = 1.3 * math.log(2) * math.exp(-0.5 / math.log(2))
@@ -109,7 +125,7 @@ def test_reshuffle_pins_recent_sessions_and_ranks_the_rest(small: MemoryService)
     assert status["last_reshuffle"]["scored"] == 24
     reasons = {m["reason"].split(":")[0] for m in status["moves"]}
     assert reasons == {"reshuffle"}
-    with small._workspace("ann") as ws:
+    with small.users.lease("ann") as ws:
         pinned = ws.headers.rows(tiers=[Tier.CACHE])
     assert {r.session_id for r in pinned if r.pinned} == {"s05"}
     # a second reshuffle at the same time moves nothing
@@ -117,15 +133,16 @@ def test_reshuffle_pins_recent_sessions_and_ranks_the_rest(small: MemoryService)
 
 
 def test_plan_orders_by_score_then_newest(tmp_path: Path) -> None:
-    journal = Journal(tmp_path / "j.sqlite")
-    headers = HeaderStore(journal)
+    journal, headers = open_stores(tmp_path / "j.sqlite")
     for i in range(4):
         fact = _fact(i)
         new = NewMemory(fact, "s", T0 + timedelta(days=i), np.ones(4, dtype=np.float32) / 2)
-        journal.change_memories(MemoryChange("test", f"f{i}", created=[new]))
+        change(journal, headers, MemoryChange("test", f"f{i}", created=[new]))
     rows = headers.rows()
     sims = {r.num: 0.0 for r in rows}
-    placements, moves = plan(rows, sims, set(), TierConfig(cache_size=1, buffer_size=1), T0)
+    placements, moves = plan(
+        rows, sims, set(), TierConfig.defaults(cache_size=1, buffer_size=1), T0
+    )
     by_num = {p.num: p.tier for p in placements}
     newest_first = sorted(by_num, reverse=True)
     # same importance, newer is less decayed: the newest leads
@@ -136,7 +153,7 @@ def test_plan_orders_by_score_then_newest(tmp_path: Path) -> None:
         Tier.ARCHIVE,
     ]
     assert len(moves) == 3  # all started in tier 1
-    journal.close()
+    journal.db.close()
 
 
 # -- recall and promotion ------------------------------------------------------------------
@@ -145,14 +162,14 @@ def test_plan_orders_by_score_then_newest(tmp_path: Path) -> None:
 def test_a_recalled_archive_record_is_promoted(small: MemoryService) -> None:
     now = fill(small)
     small.reshuffle("ann", now=now)
-    with small._workspace("ann") as ws:
+    with small.users.lease("ann") as ws:
         archived = ws.headers.rows(tiers=[Tier.ARCHIVE])
         target = min(archived, key=lambda r: r.num)
         memory = ws.journal.memories_by_num([target.num])[target.num].memory
     result = small.query("ann", QueryParams(memory.text, k=1, now=now, search=SearchMode.ALL))
     assert result.items[0].num == target.num
     flush(small, "ann")
-    record = small.get_memory("ann", memory.id)["record"]["header"]
+    record = memory_json(small.get_memory("ann", memory.id).memory)["record"]["header"]
     assert record["recall_count"] == 1 and record["tier"] < 3
     moves = small.tiers_status("ann")["moves"]
     promoted = [m for m in moves if m["id"] == memory.id]
@@ -169,7 +186,9 @@ def test_recall_false_changes_no_header(small: MemoryService) -> None:
     now = fill(small, sessions=2)
     result = small.query("ann", QueryParams("bicycle chain", k=2, now=now, recall=False))
     flush(small, "ann")
-    header = small.get_memory("ann", result.items[0].memory.id)["record"]["header"]
+    header = memory_json(small.get_memory("ann", result.items[0].memory.id).memory)["record"][
+        "header"
+    ]
     assert header["recall_count"] == 0 and header["last_access"] is None
 
 
@@ -259,32 +278,32 @@ def test_persona_is_the_confidence_weighted_mean() -> None:
 
 @pytest.fixture
 def stores(tmp_path: Path):
-    journal = Journal(tmp_path / "j.sqlite")
-    yield journal, HeaderStore(journal)
-    journal.close()
+    journal, headers = open_stores(tmp_path / "j.sqlite")
+    yield journal, headers
+    journal.db.close()
 
 
-def add_fact(journal: Journal, i: int, vec: np.ndarray) -> None:
+def add_fact(journal: Journal, headers: HeaderStore, i: int, vec: np.ndarray) -> None:
     new = NewMemory(_fact(i), "s", T0, vec)
-    journal.change_memories(MemoryChange("test", f"f{i}", created=[new]))
+    change(journal, headers, MemoryChange("test", f"f{i}", created=[new]))
 
 
 def test_drift_gate_fires_only_past_tau(stores) -> None:
     journal, headers = stores
-    config = TierConfig(drift_threshold=0.10)
-    add_fact(journal, 1, unit([1, 0, 0]))
+    config = TierConfig.defaults(drift_threshold=0.10)
+    add_fact(journal, headers, 1, unit([1, 0, 0]))
     first = refresh_persona(journal, headers, config, T0)
     assert first["fired"] and first["drift"] == pytest.approx(1.0)  # from no persona at all
     anchored = headers.persona(PersonaSlot.ANCHOR)
     # one more fact that turns P by less than tau: P moves, the anchor and the sims stay
-    add_fact(journal, 2, unit([1, 0.09, 0]))
+    add_fact(journal, headers, 2, unit([1, 0.09, 0]))
     small = refresh_persona(journal, headers, config, T0)
     assert 0 < small["drift"] < 0.10 and not small["fired"]
     assert headers.persona(PersonaSlot.ANCHOR).vector == pytest.approx(anchored.vector)
     sims_before = {r.num: r.persona_sim for r in headers.rows()}
     assert sims_before[2] is None  # the new record waits for the next scoring
     # a fact far off: the accumulated drift passes tau, sims are recomputed, anchor moves
-    add_fact(journal, 3, unit([0, 0, 1]))
+    add_fact(journal, headers, 3, unit([0, 0, 1]))
     big = refresh_persona(journal, headers, config, T0)
     assert big["drift"] >= 0.10 and big["fired"] and big["rescored"] == 3
     current = headers.persona(PersonaSlot.CURRENT).vector
@@ -310,7 +329,7 @@ KILL_IN_RESHUFFLE = """
 import os, signal, sys
 from pathlib import Path
 sys.path.insert(0, {tests!r})
-from conftest import make_config
+from support.config import make_config
 from memoryd.service import MemoryService
 from memoryd.store.headers import HeaderStore
 import test_tiers
@@ -357,25 +376,25 @@ def test_headers_follow_memories_and_travel_in_exports(small: MemoryService) -> 
     assert records[-1]["kind"] == "headers"
     assert [h["id"] for h in records[-1]["headers"]] == [memory_id]
     small.import_user("ann2", records)
-    header = small.get_memory("ann2", memory_id)["record"]["header"]
+    header = memory_json(small.get_memory("ann2", memory_id).memory)["record"]["header"]
     assert header["recall_count"] == 1 and header["last_access"] is not None
     small.delete_memory("ann", memory_id)
-    with small._workspace("ann") as ws:
+    with small.users.lease("ann") as ws:
         assert len(ws.headers.rows()) == 7
         assert ws.journal.live_count([MemoryType.EPISODIC]) == 7
 
 
 def test_memories_stored_before_headers_get_one_on_open(tmp_path: Path) -> None:
-    journal = Journal(tmp_path / "j.sqlite")
-    add_fact(journal, 1, unit([1, 0, 0]))
-    with journal.transaction() as conn:
-        conn.execute("DELETE FROM headers")  # a journal from before issue 5
-    assert HeaderStore(journal).rows() == []
-    journal.close()
-    reopened = Journal(tmp_path / "j.sqlite")
-    (row,) = HeaderStore(reopened).rows()
+    journal, headers = open_stores(tmp_path / "j.sqlite")
+    add_fact(journal, headers, 1, unit([1, 0, 0]))
+    with journal.db.transaction() as conn:
+        conn.execute("DELETE FROM headers")  # a journal from before the headers existed
+    assert headers.rows() == []
+    journal.db.close()
+    _, reopened = open_stores(tmp_path / "j.sqlite")
+    (row,) = reopened.rows()
     assert row.tier is Tier.CACHE and row.importance == _fact(1).header.importance
-    reopened.close()
+    reopened.db.close()
 
 
 def test_a_filtered_query_searches_every_tier(small: MemoryService) -> None:

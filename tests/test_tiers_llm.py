@@ -11,16 +11,18 @@ from pathlib import Path
 import pytest
 from jsonschema import Draft202012Validator
 
-from conftest import make_config
-from llm_fixtures import RecordingLLM, gemma_gguf
 from memoryd.errors import ConfigError
+from memoryd.ingest import NewTurn
 from memoryd.llm import LlamaCppLLM
 from memoryd.llm.prompts import importance_schema, sufficiency_schema
-from memoryd.memory.models import Role
+from memoryd.models import ImportanceSource, Role
 from memoryd.retrieve import QueryParams
-from memoryd.service import MemoryPatch, MemoryService, NewTurn
-from memoryd.store.headers import ImportanceSource
-from memoryd.sufficiency import Evidence, LLMSufficiency, Stage
+from memoryd.retrieve.sufficiency import Evidence, LLMSufficiency, Stage
+from memoryd.service import MemoryService
+from memoryd.workspace import MemoryPatch
+from support.config import make_config
+from support.llm_fixtures import RecordingLLM, gemma_gguf
+from support.replies import memory_json
 
 T0 = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
 TEXTS = [
@@ -77,19 +79,25 @@ def llm_service(tmp_path, encoder, router, gemma) -> Iterator[MemoryService]:
 def test_importance_job_stores_the_llm_scores(llm_service: MemoryService, gemma) -> None:
     turns = [NewTurn("s1", Role.USER, text, ts=T0, turn_id=f"t{i}") for i, text in enumerate(TEXTS)]
     replies = llm_service.ingest("ann", turns)
-    kept = replies[0]["memories"][0]["id"]
+    kept = replies[0].memories[0].id
     llm_service.patch_memory("ann", kept, MemoryPatch(importance=9.5))
     scored = llm_service.score_importance("ann")
     answer = gemma.answers[-1]
     count = len(answer["scores"])
     assert list(Draft202012Validator(importance_schema(count)).iter_errors(answer)) == []
     assert scored >= 1
-    ids = [m["id"] for r in replies for m in r["memories"]]
-    headers = [llm_service.get_memory("ann", memory_id)["record"]["header"] for memory_id in ids]
+    ids = [m.id for r in replies for m in r.memories]
+    headers = [
+        memory_json(llm_service.get_memory("ann", memory_id).memory)["record"]["header"]
+        for memory_id in ids
+    ]
     by_llm = [h for h in headers if h["importance_by"] == ImportanceSource.LLM.value]
     assert len(by_llm) == scored and all(1 <= h["importance"] <= 10 for h in by_llm)
     # the client's importance wins over the LLM's
-    assert llm_service.get_memory("ann", kept)["record"]["header"]["importance"] == 9.5
+    assert (
+        memory_json(llm_service.get_memory("ann", kept).memory)["record"]["header"]["importance"]
+        == 9.5
+    )
     assert llm_service.score_importance("ann") == 0  # nothing left to score
 
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from memoryd.errors import ClosedError
-from memoryd.memory.models import MemoryType
+from memoryd.models import MemoryType
 from memoryd.store.vectors import INITIAL_CAPACITY, VectorStore
 
 DIM = 8

@@ -104,8 +104,8 @@ def create_app(
     ``token`` defaults to the configured one or ``<data_dir>/token``; with ``auth.enabled =
     false`` no token is asked for.
     """
-    if config.auth_enabled and token is None:
-        token = load_or_create_token(config.data_dir, config.auth_token)
+    if config.auth.enabled and token is None:
+        token = load_or_create_token(config.data_dir, config.auth.token)
     owns_service = service is None
 
     @contextlib.asynccontextmanager
@@ -145,8 +145,8 @@ def create_app(
     errors.install(app)
     app.include_router(ops_router())
     app.include_router(
-        v1_router(), dependencies=[Depends(BearerAuth(token if config.auth_enabled else None))]
+        v1_router(), dependencies=[Depends(BearerAuth(token if config.auth.enabled else None))]
     )
-    app.add_middleware(BodyLimitMiddleware, limit=config.limits_max_body_bytes)
+    app.add_middleware(BodyLimitMiddleware, limit=config.limits.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
     return app

@@ -20,13 +20,17 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+from pydantic import BaseModel
 from tqdm import tqdm
 
 from memoryd import __version__
 from memoryd.config import SETTINGS, Config, default_config_path, load_config
 from memoryd.errors import ConfigError, MemorydError
-from memoryd.retrieve import QueryParams, SearchMode, render_context
-from memoryd.service import MemoryService, NewTurn
+from memoryd.ingest import NewTurn
+from memoryd.models import LogLevel, SearchMode
+from memoryd.retrieve import QueryParams, render_context
+from memoryd.schemas import FactList, QueryReply, TaskList, TurnIn, dump
+from memoryd.service import MemoryService
 
 log = logging.getLogger(__name__)
 F = TypeVar("F", bound=Callable[..., Any])
@@ -127,7 +131,7 @@ def _limit_malloc_arenas(arenas: int = 2) -> None:
 @_config_options
 @click.option("--host", help="Address to bind (default 127.0.0.1).")
 @click.option("--port", type=int, help="Port (default 8765; 0 picks a free one).")
-@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]))
+@click.option("--log-level", type=click.Choice([level.value for level in LogLevel]))
 @_domain_errors
 def serve(
     config_path: Path | None,
@@ -150,7 +154,7 @@ def serve(
         port=port,
         log_level=log_level,
     )
-    if not config.auth_enabled and not _is_loopback(config.host):
+    if not config.auth.enabled and not _is_loopback(config.host):
         raise ConfigError("host", config.host, "a non-loopback bind needs auth.enabled = true")
     _setup_logging(config.log_level)
     _limit_malloc_arenas()
@@ -172,8 +176,6 @@ def _jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
 
 
 def _turn_from_line(path: Path, number: int, data: dict[str, Any]) -> NewTurn:
-    from memoryd.api.schemas import TurnIn
-
     try:
         return TurnIn.model_validate(data).to_new_turn()
     except ValueError as exc:
@@ -187,10 +189,10 @@ def _ingest_batches(
     added = duplicates = 0
     with tqdm(total=len(turns), desc=label, unit="turn", file=sys.stderr) as bar:
         for start in range(0, len(turns), batch):
-            replies = service.ingest(user_id, turns[start : start + batch])
-            dup = sum(r["duplicate"] for r in replies)
-            added, duplicates = added + len(replies) - dup, duplicates + dup
-            bar.update(len(replies))
+            receipts = service.ingest(user_id, turns[start : start + batch])
+            dup = sum(r.duplicate for r in receipts)
+            added, duplicates = added + len(receipts) - dup, duplicates + dup
+            bar.update(len(receipts))
     return added, duplicates
 
 
@@ -279,8 +281,6 @@ def query(
     as_json: bool,
 ) -> None:
     """Ask USER's memory TEXT; print the rendered context (or --json, with the tier trace)."""
-    from memoryd.api.routes import query_reply
-
     params = QueryParams(
         query=text,
         k=k,
@@ -295,7 +295,7 @@ def query(
     with _service(config) as service:
         result = service.query(user_id, params)
         if as_json:
-            click.echo(json.dumps(query_reply(text, result), indent=2, default=str))
+            click.echo(dump(QueryReply.of(text, result)))
         else:
             click.echo(render_context(result) or "(nothing recalled)")
 
@@ -329,6 +329,11 @@ def router() -> None:
     """
 
 
+def _echo(result: BaseModel | dict[str, Any]) -> None:
+    """A reply model as the API sends it, or a report, as indented JSON."""
+    click.echo(dump(result) if isinstance(result, BaseModel) else json.dumps(result, indent=2))
+
+
 def _user_command(
     group: click.Group, name: str, summary: str, call: Callable[[Any, str], Any]
 ) -> None:
@@ -343,7 +348,7 @@ def _user_command(
     ) -> None:
         config = _load(config_path, data_dir=data_dir, model_dir=model_dir)
         with _service(config) as service:
-            click.echo(json.dumps(call(service, user_id), indent=2))
+            _echo(call(service, user_id))
 
 
 _user_command(
@@ -387,13 +392,13 @@ _user_command(
     memory,
     "facts",
     "Print USER's facts: current ones and those a later fact superseded (current: false).",
-    lambda service, user: service.list_facts(user, history=True),
+    lambda service, user: FactList.of(service.list_facts(user, history=True)),
 )
 _user_command(
     memory,
     "tasks",
     "Print USER's tasks with their trajectories (pending, done, cancelled, expired).",
-    lambda service, user: service.list_tasks(user, ()),
+    lambda service, user: TaskList.of(service.list_tasks(user, ())),
 )
 _user_command(
     memory,
@@ -750,11 +755,11 @@ def eval_router(
     config = _load(config_path, data_dir=data_dir, model_dir=model_dir)
     examples = load_examples(path)
     head_file = _router_head_path(config, head_path)
-    router = Router(_load_router_head(head_file), config.router_threshold)
-    encoder = Encoder(config.model_dir, threads=config.encoder_threads)
+    router = Router(_load_router_head(head_file), config.router.threshold)
+    encoder = Encoder(config.model_dir, threads=config.encoder.threads)
     try:
         report = evaluate_router(
-            encoder, router, examples, path=path, head_path=head_file, tau0=config.router_tau0
+            encoder, router, examples, path=path, head_path=head_file, tau0=config.router.tau0
         )
     finally:
         encoder.close()
@@ -818,7 +823,7 @@ def eval_router_loop(
     from memoryd.encoder import Encoder
     from memoryd.eval.router import embed_examples, load_examples
     from memoryd.eval.router_loop import plot_loop, run_loop, seed_heldout_groups, split_examples
-    from memoryd.router.trainer import SeedSet
+    from memoryd.router import SeedSet
 
     config = _load(config_path, data_dir=data_dir, model_dir=model_dir)
     examples = load_examples(path)
@@ -827,7 +832,7 @@ def eval_router_loop(
     head_file = _router_head_path(config, head_path)
     head = _load_router_head(head_file)
     seed = SeedSet.load(config.model_dir)
-    encoder = Encoder(config.model_dir, threads=config.encoder_threads)
+    encoder = Encoder(config.model_dir, threads=config.encoder.threads)
     try:
         vectors = embed_examples(encoder, examples)
     finally:
@@ -840,11 +845,11 @@ def eval_router_loop(
         split,
         path=path,
         head_path=head_file,
-        retrain_every=retrain_every or config.router_retrain_every,
-        tau0=config.router_tau0 if tau0 is None else tau0,
-        beta=config.router_beta if beta is None else beta,
-        tau_min=config.router_tau_min if tau_min is None else tau_min,
-        threshold=config.router_threshold,
+        retrain_every=retrain_every or config.router.retrain_every,
+        tau0=config.router.tau0 if tau0 is None else tau0,
+        beta=config.router.beta if beta is None else beta,
+        tau_min=config.router.tau_min if tau_min is None else tau_min,
+        threshold=config.router.threshold,
         rng_seed=rng_seed,
         seed_heldout_groups=seed_heldout_groups(seed, config.model_dir / "router_seed.jsonl"),
     )

@@ -3,6 +3,16 @@
 Precedence: ``config/memoryd.toml`` (or ``--config PATH``) < environment ``MEMORYD_*`` < CLI flags.
 A setting ``graph.engine`` lives in the TOML table ``[graph]`` as ``engine`` and in the environment
 as ``MEMORYD_GRAPH_ENGINE``. Everything is validated once, in :func:`load_config`.
+
+:class:`Config` holds one typed config per TOML table (``config.tiers.alpha``,
+``config.graph.engine``); each is built from its section of :data:`SETTINGS` and has no defaults
+of its own (a test keeps each one's fields equal to its section). A setting with a closed set of
+values takes them from an enum of :mod:`memoryd.models`, and its value in the typed config is
+that enum's member.
+
+    config = load_config(path, os.environ, {"port": 0})
+    config.tiers.cache_size, config.retrieval.fusion      # 50, Fusion.SCORE
+    TierConfig.defaults(cache_size=3)                     # a section at its defaults, changed
 """
 
 from __future__ import annotations
@@ -10,10 +20,38 @@ from __future__ import annotations
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
+from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Self
 
 from memoryd.errors import ConfigError
+from memoryd.models import (
+    Fusion,
+    GraphEngine,
+    LLMBackend,
+    LogLevel,
+    SearchMode,
+    SufficiencyJudge,
+)
+
+__all__ = [
+    "SETTINGS",
+    "AuthConfig",
+    "Config",
+    "EncoderConfig",
+    "GraphConfig",
+    "LLMConfig",
+    "LimitsConfig",
+    "MemoryConfig",
+    "RetrievalConfig",
+    "RouterConfig",
+    "Setting",
+    "TierConfig",
+    "VectorsConfig",
+    "default_config_path",
+    "default_toml",
+    "load_config",
+]
 
 MIB = 1024 * 1024
 
@@ -23,17 +61,13 @@ class Setting:
     name: str
     default: Any
     help: str
-    choices: tuple[str, ...] | None = None
+    choices: tuple[StrEnum, ...] | None = None
     check: Callable[[Any], bool] | None = None
     rule: str = ""
 
     @property
     def env(self) -> str:
         return "MEMORYD_" + self.name.upper().replace(".", "_")
-
-    @property
-    def field(self) -> str:
-        return self.name.replace(".", "_")
 
 
 def _positive(v: Any) -> bool:
@@ -57,9 +91,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("model_dir", "./models", "Directory with the built encoder and router artifacts."),
     Setting(
         "log_level",
-        "info",
+        LogLevel.INFO,
         "Log level of the daemon.",
-        choices=("debug", "info", "warning", "error"),
+        choices=tuple(LogLevel),
     ),
     Setting("auth.token", "", "Bearer token; empty = read or create <data_dir>/token (mode 0600)."),
     Setting(
@@ -160,10 +194,10 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "llm.backend",
-        "none",
+        LLMBackend.NONE,
         "LLM for background work: none (deferral off), llamacpp (a local GGUF) or openai "
         "(an OpenAI-compatible server such as Ollama, llama-server or vLLM).",
-        choices=("none", "llamacpp", "openai"),
+        choices=tuple(LLMBackend),
     ),
     Setting("llm.model_path", "", "GGUF file for the llamacpp backend."),
     Setting(
@@ -257,9 +291,9 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "graph.engine",
-        "ladybug",
+        GraphEngine.LADYBUG,
         "Graph engine: ladybug (default) or kuzu (archived).",
-        choices=("ladybug", "kuzu"),
+        choices=tuple(GraphEngine),
     ),
     Setting(
         "graph.max_db_size",
@@ -299,9 +333,9 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "retrieval.fusion",
-        "score",
+        Fusion.SCORE,
         "How rankings are fused: score (min-max normalised scores) or rrf (reciprocal rank).",
-        choices=("score", "rrf"),
+        choices=(Fusion.SCORE, Fusion.RRF),
     ),
     Setting(
         "retrieval.rrf_k",
@@ -340,10 +374,10 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "tiers.search",
-        "tiered",
+        SearchMode.TIERED,
         "Default search of a query: tiered (tier 1, then 1+2, then all, stopping when "
         "sufficient) or all (exhaustive). A query's own `search` wins.",
-        choices=("tiered", "all"),
+        choices=(SearchMode.TIERED, SearchMode.ALL),
     ),
     Setting(
         "tiers.alpha",
@@ -403,10 +437,10 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "tiers.sufficiency",
-        "score",
+        SufficiencyJudge.SCORE,
         "Who decides that a tier's hits suffice: score (best evidence over a threshold and a "
         "full top-k) or llm (the LLM judges tier 1's hits; needs llm.backend).",
-        choices=("score", "llm"),
+        choices=tuple(SufficiencyJudge),
     ),
     Setting(
         "tiers.threshold",
@@ -434,81 +468,181 @@ SETTINGS: tuple[Setting, ...] = (
 SETTINGS_BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 
 
+SECRETS = frozenset({"auth.token", "llm.api_key"})  # shown as *** in a config's repr
+
+
+class Section:
+    """A typed config built from the settings of one TOML table (``NAME``)."""
+
+    NAME: ClassVar[str]
+
+    @classmethod
+    def defaults(cls, **changes: Any) -> Self:
+        """This section at the defaults of :data:`SETTINGS`, with ``changes`` (tests, tools)."""
+        values = {f.name: SETTINGS_BY_NAME[f"{cls.NAME}.{f.name}"].default for f in fields(cls)}  # type: ignore[arg-type]
+        return cls(**(values | changes))
+
+    def __repr__(self) -> str:
+        shown = {
+            f.name: "***"
+            if f"{self.NAME}.{f.name}" in SECRETS and getattr(self, f.name)
+            else getattr(self, f.name)
+            for f in fields(self)  # type: ignore[arg-type]
+        }
+        return f"{type(self).__name__}({shown})"
+
+
+@dataclass(frozen=True, repr=False)
+class AuthConfig(Section):
+    NAME = "auth"
+    token: str
+    enabled: bool
+
+
+@dataclass(frozen=True, repr=False)
+class LimitsConfig(Section):
+    NAME = "limits"
+    max_turn_bytes: int
+    max_body_bytes: int
+    max_turns_per_request: int
+    max_open_users: int
+
+
+@dataclass(frozen=True, repr=False)
+class EncoderConfig(Section):
+    NAME = "encoder"
+    threads: int
+
+
+@dataclass(frozen=True, repr=False)
+class RouterConfig(Section):
+    """The self-enhancement loop's gate, retries and retraining (:mod:`memoryd.router.enhance`)."""
+
+    NAME = "router"
+    threshold: float
+    tau0: float
+    beta: float
+    tau_min: float
+    retrain_every: int
+    max_attempts: int
+    retry_backoff: float
+    drain_interval: float
+
+
+@dataclass(frozen=True, repr=False)
+class LLMConfig(Section):
+    NAME = "llm"
+    backend: LLMBackend
+    model_path: str
+    url: str
+    model: str
+    api_key: str
+    timeout: float
+    max_tokens: int
+    threads: int
+    context: int
+    idle_release: float
+
+
+@dataclass(frozen=True, repr=False)
+class MemoryConfig(Section):
+    NAME = "memory"
+    entity_threshold: float
+    expire_after: float
+    recent_hours: float
+    maintenance_interval: float
+    abstract_interval: float
+    abstract_batch: int
+
+
+@dataclass(frozen=True, repr=False)
+class GraphConfig(Section):
+    NAME = "graph"
+    engine: GraphEngine
+    max_db_size: int
+    buffer_pool_size: int
+
+
+@dataclass(frozen=True, repr=False)
+class VectorsConfig(Section):
+    NAME = "vectors"
+    m: int
+    ef_construction: int
+    ef_search: int
+    save_every: int
+
+
+@dataclass(frozen=True, repr=False)
+class RetrievalConfig(Section):
+    """Fusion knobs (measured with `memoryd eval locomo`; see :mod:`memoryd.retrieve`)."""
+
+    NAME = "retrieval"
+    fusion: Fusion
+    rrf_k: int
+    bm25_weight: float
+    dense_weight: float
+    session_weight: float
+    candidates: int
+
+
+@dataclass(frozen=True, repr=False)
+class TierConfig(Section):
+    """The HMO knobs (:mod:`memoryd.tiers`) and the tiered search's (:mod:`memoryd.retrieve`)."""
+
+    NAME = "tiers"
+    search: SearchMode
+    alpha: float
+    beta: float
+    decay: float
+    time_unit: float
+    recent_sessions: int
+    cache_size: int
+    buffer_size: int
+    drift_threshold: float
+    sufficiency: SufficiencyJudge
+    threshold: float
+    reshuffle_interval: float
+    importance_interval: float
+
+
+SECTIONS: tuple[type[Section], ...] = (
+    AuthConfig,
+    LimitsConfig,
+    EncoderConfig,
+    RouterConfig,
+    LLMConfig,
+    MemoryConfig,
+    GraphConfig,
+    VectorsConfig,
+    RetrievalConfig,
+    TierConfig,
+)
+
+
 @dataclass(frozen=True)
 class Config:
-    """Validated settings. Field names are the setting names with '.' replaced by '_'."""
+    """Validated settings: the top-level ones, then one typed config per TOML table."""
 
     host: str
     port: int
     data_dir: Path
     model_dir: Path
-    log_level: str
-    auth_token: str
-    auth_enabled: bool
-    limits_max_turn_bytes: int
-    limits_max_body_bytes: int
-    limits_max_turns_per_request: int
-    limits_max_open_users: int
-    encoder_threads: int
-    router_threshold: float
-    router_tau0: float
-    router_beta: float
-    router_tau_min: float
-    router_retrain_every: int
-    router_max_attempts: int
-    router_retry_backoff: float
-    router_drain_interval: float
-    llm_backend: str
-    llm_model_path: str
-    llm_url: str
-    llm_model: str
-    llm_api_key: str
-    llm_timeout: float
-    llm_max_tokens: int
-    llm_threads: int
-    llm_context: int
-    llm_idle_release: float
-    memory_entity_threshold: float
-    memory_expire_after: float
-    memory_recent_hours: float
-    memory_maintenance_interval: float
-    memory_abstract_interval: float
-    memory_abstract_batch: int
-    graph_engine: str
-    graph_max_db_size: int
-    graph_buffer_pool_size: int
-    vectors_m: int
-    vectors_ef_construction: int
-    vectors_ef_search: int
-    vectors_save_every: int
-    retrieval_fusion: str
-    retrieval_rrf_k: int
-    retrieval_bm25_weight: float
-    retrieval_dense_weight: float
-    retrieval_session_weight: float
-    retrieval_candidates: int
-    tiers_search: str
-    tiers_alpha: float
-    tiers_beta: float
-    tiers_decay: float
-    tiers_time_unit: float
-    tiers_recent_sessions: int
-    tiers_cache_size: int
-    tiers_buffer_size: int
-    tiers_drift_threshold: float
-    tiers_sufficiency: str
-    tiers_threshold: float
-    tiers_reshuffle_interval: float
-    tiers_importance_interval: float
-
-    def __repr__(self) -> str:
-        shown = {f.name: getattr(self, f.name) for f in fields(self)}
-        shown["auth_token"] = "***" if self.auth_token else ""
-        shown["llm_api_key"] = "***" if self.llm_api_key else ""
-        return f"Config({shown})"
+    log_level: LogLevel
+    auth: AuthConfig
+    limits: LimitsConfig
+    encoder: EncoderConfig
+    router: RouterConfig
+    llm: LLMConfig
+    memory: MemoryConfig
+    graph: GraphConfig
+    vectors: VectorsConfig
+    retrieval: RetrievalConfig
+    tiers: TierConfig
 
     def value(self, name: str) -> Any:
-        return getattr(self, SETTINGS_BY_NAME[name].field)
+        """The value of the setting ``name`` ("port", "graph.engine")."""
+        table, _, key = name.rpartition(".")
+        return getattr(getattr(self, table), key) if table else getattr(self, name)
 
 
 def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -529,6 +663,8 @@ def _coerce(setting: Setting, raw: Any) -> Any:
     kind = type(setting.default)
     if isinstance(raw, kind) and not (kind is int and isinstance(raw, bool)):
         return raw
+    if issubclass(kind, StrEnum) and isinstance(raw, str):
+        return _member(setting, kind, raw)
     if kind is str and isinstance(raw, Path):
         return str(raw)
     if kind is float and isinstance(raw, int) and not isinstance(raw, bool):
@@ -543,9 +679,20 @@ def _coerce(setting: Setting, raw: Any) -> Any:
     raise ConfigError(setting.name, raw, f"expected {kind.__name__}")
 
 
+def _member(setting: Setting, kind: type[StrEnum], raw: str) -> StrEnum:
+    try:
+        return kind(raw)
+    except ValueError:
+        raise ConfigError(setting.name, raw, _allowed(setting)) from None
+
+
+def _allowed(setting: Setting) -> str:
+    return "allowed: " + ", ".join(setting.choices or ())
+
+
 def _validate(setting: Setting, value: Any) -> None:
     if setting.choices and value not in setting.choices:
-        raise ConfigError(setting.name, value, "allowed: " + ", ".join(setting.choices))
+        raise ConfigError(setting.name, value, _allowed(setting))
     if setting.check and not setting.check(value):
         raise ConfigError(setting.name, value, setting.rule)
 
@@ -585,10 +732,23 @@ def load_config(
             values[name] = _coerce(setting, raw)
     for setting in SETTINGS:
         _validate(setting, values[setting.name])
-    kwargs = {SETTINGS_BY_NAME[n].field: v for n, v in values.items()}
-    kwargs["data_dir"] = Path(kwargs["data_dir"]).expanduser()
-    kwargs["model_dir"] = Path(kwargs["model_dir"]).expanduser()
-    return Config(**kwargs)
+    return _build(values)
+
+
+def _build(values: Mapping[str, Any]) -> Config:
+    """The typed config of validated ``values`` (setting name → value)."""
+    sections = {
+        cls.NAME: cls(**{f.name: values[f"{cls.NAME}.{f.name}"] for f in fields(cls)})  # type: ignore[arg-type]
+        for cls in SECTIONS
+    }
+    return Config(
+        host=values["host"],
+        port=values["port"],
+        data_dir=Path(values["data_dir"]).expanduser(),
+        model_dir=Path(values["model_dir"]).expanduser(),
+        log_level=values["log_level"],
+        **sections,  # type: ignore[arg-type]
+    )
 
 
 def default_config_path() -> Path | None:

@@ -46,16 +46,16 @@ def _import_check(module: str, what: str, package: str) -> Check:
 
 def _llm_checks(config: Config) -> Iterator[Check]:
     """The LLM that labels deferred turns, if one is configured (none is fine: no deferral)."""
-    if config.llm_backend == "llamacpp":
-        path = Path(config.llm_model_path).expanduser()
+    if config.llm.backend == "llamacpp":
+        path = Path(config.llm.model_path).expanduser()
         yield (
-            bool(config.llm_model_path) and path.is_file(),
+            bool(config.llm.model_path) and path.is_file(),
             f"llamacpp model file {path}",
             "set llm.model_path to a GGUF file",
         )
         yield _import_check("llama_cpp", "LLM runtime", "'memoryd[llm]'")
-    elif config.llm_backend == "openai":
-        yield bool(config.llm_url), f"OpenAI-compatible server {config.llm_url}", "set llm.url"
+    elif config.llm.backend == "openai":
+        yield bool(config.llm.url), f"OpenAI-compatible server {config.llm.url}", "set llm.url"
 
 
 def _data_dir_checks(data_dir: Path) -> Iterator[Check]:
@@ -71,7 +71,7 @@ def _data_dir_checks(data_dir: Path) -> Iterator[Check]:
 def run_checks(config: Config) -> list[Check]:
     """Every check as (ok, what, why-it-matters)."""
     checks = list(_model_checks(config.model_dir))
-    checks.append(_import_check(config.graph_engine, "graph engine", config.graph_engine))
+    checks.append(_import_check(config.graph.engine, "graph engine", config.graph.engine))
     checks.append(_import_check("hnswlib", "vector index", "hnswlib"))
     checks += list(_llm_checks(config))
     checks += list(_data_dir_checks(config.data_dir))

@@ -49,13 +49,13 @@ class Jobs:
             timezone="UTC",
         )
         if service.llm is not None:
-            self._every(config.router_drain_interval, "label_deferred", self._label_deferred)
-            self._every(config.memory_abstract_interval, "abstract", self._abstract)
+            self._every(config.router.drain_interval, "label_deferred", self._label_deferred)
+            self._every(config.memory.abstract_interval, "abstract", self._abstract)
             self._every(
-                config.tiers_importance_interval, "importance", service.score_importance_open
+                config.tiers.importance_interval, "importance", service.score_importance_open
             )
-        self._every(config.tiers_reshuffle_interval, "reshuffle", service.reshuffle_open)
-        self._every(config.memory_maintenance_interval, "expire_tasks", service.expire_tasks)
+        self._every(config.tiers.reshuffle_interval, "reshuffle", service.reshuffle_open)
+        self._every(config.memory.maintenance_interval, "expire_tasks", service.expire_tasks)
         self._every(SAVE_INTERVAL_S, "save_vectors", service.save_all)
 
     def _every(self, seconds: float, name: str, fn: Callable[[], Any]) -> None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from memoryd.memory.models import Fact
+from memoryd.models import Fact
 
 MAX_PROFILE_FACTS = 40
 

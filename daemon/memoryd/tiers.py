@@ -10,9 +10,10 @@ a query recalled it and Δt the time since it was last recalled (else since it w
 ``ln(1 + C)``: that is 0 for a record never recalled, which would score every new record 0 and
 divide by zero in the decay. Recalls raise a score and slow its decay.
 
-Defaults: α = 0.1, β = 1. DESIGN.md had α = β = 1, but ``I_m`` spans 1-10 while a cosine spans
-about 0-1 here, so the persona could move a score by a tenth of what importance does and would
-never change a placement; α = 0.1 gives both terms the same range.
+Defaults: α = 0.1, β = 1. The founding design had α = β = 1, but ``I_m`` spans 1-10 while a
+cosine spans about 0-1 here, so the persona could move a score by a tenth of what importance
+does and would never change a placement; α = 0.1 gives both terms the same range
+(``docs/decisions.md``, "Importance weight alpha at one tenth").
 
 Placement (:func:`reshuffle`, the background job): tier 1 holds every record of the last
 ``recent_sessions`` sessions (pinned) and the ``cache_size`` best scored others; tier 2 the next
@@ -34,53 +35,15 @@ import logging
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from memoryd.config import Config
+from memoryd.config import TierConfig
+from memoryd.models import Tier
 from memoryd.persona import MAX_PROFILE_FACTS, Persona, build_persona, drift, similarities
-from memoryd.store.headers import (
-    HeaderRow,
-    HeaderStore,
-    Move,
-    PersonaSlot,
-    Placement,
-    RunKind,
-    Tier,
-)
-from memoryd.store.journal import Journal
+from memoryd.store import HeaderRow, HeaderStore, Journal, Move, PersonaSlot, Placement, RunKind
 
 log = logging.getLogger(__name__)
-
-SECONDS_PER_DAY = 86_400.0
-
-
-@dataclass(frozen=True)
-class TierConfig:
-    """The HMO knobs (``[tiers]`` in the configuration)."""
-
-    alpha: float = 0.1
-    beta: float = 1.0
-    decay: float = 0.05
-    time_unit: float = SECONDS_PER_DAY
-    recent_sessions: int = 5
-    cache_size: int = 50
-    buffer_size: int = 200
-    drift_threshold: float = 0.10
-
-    @classmethod
-    def from_config(cls, config: Config) -> TierConfig:
-        return cls(
-            alpha=config.tiers_alpha,
-            beta=config.tiers_beta,
-            decay=config.tiers_decay,
-            time_unit=config.tiers_time_unit,
-            recent_sessions=config.tiers_recent_sessions,
-            cache_size=config.tiers_cache_size,
-            buffer_size=config.tiers_buffer_size,
-            drift_threshold=config.tiers_drift_threshold,
-        )
 
 
 def recall_gain(recalls: int) -> float:

@@ -1,4 +1,8 @@
-"""HTTP routes: parse, call the service in a worker thread, shape the reply. Nothing else."""
+"""HTTP routes: parse, call the service in a worker thread, reply with its schema. Nothing else.
+
+Every route declares its response model (:mod:`memoryd.schemas`), so ``/openapi.json``
+documents every reply.
+"""
 
 from __future__ import annotations
 
@@ -10,24 +14,44 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.concurrency import run_in_threadpool
 
 from memoryd.api.middleware import Metrics
-from memoryd.api.schemas import (
+from memoryd.models import MemoryType, TaskStatus
+from memoryd.schemas import (
+    DeletedMemory,
+    FactList,
     FeedbackIn,
+    HealthReply,
     IngestReply,
     IngestRequest,
+    MemoryPageReply,
     MemoryPatchIn,
+    MemoryReply,
+    QueryReply,
     QueryRequest,
+    ReadyReply,
+    ReshuffleReply,
+    RollbackReply,
+    RoundReply,
+    RouterStatusReply,
     TaskIn,
+    TaskList,
     TaskPatchIn,
+    TierStatusReply,
+    TurnDetail,
+    TurnPageReply,
+    UndoneFactReply,
+    UserCounts,
+    UserRemoved,
 )
-from memoryd.memory.models import MemoryType, TaskStatus
-from memoryd.retrieve import QueryResult, render_context
 from memoryd.service import MemoryService, check_user_id
+
+__all__ = ["Metrics", "ops_router", "v1_router"]
 
 run_blocking = run_in_threadpool
 
 
 def service_of(request: Request) -> MemoryService:
-    return request.app.state.service
+    service: MemoryService = request.app.state.service
+    return service
 
 
 Service = Annotated[MemoryService, Depends(service_of)]
@@ -40,156 +64,151 @@ def user_id_param(user_id: str) -> str:
 UserId = Annotated[str, Depends(user_id_param)]
 
 
-def query_reply(query: str, result: QueryResult) -> dict[str, Any]:
-    sections = {t.value: [i.as_dict() for i in result.section(t)] for t in MemoryType}
-    return {
-        "query": query,
-        "sections": sections,
-        "context": render_context(result),
-        "turn_ids": result.turn_ids(),
-        "trace": [
-            {
-                "id": i.memory.id,
-                "type": i.type.value,
-                "turn_ids": i.turn_ids,
-                "score": round(i.score, 6),
-                "why": i.why,
-                "hit": i.hit,
-            }
-            for i in result.items
-        ],
-        "candidates": result.candidates,
-        "search": result.search,
-    }
-
-
 def v1_router() -> APIRouter:
     router = APIRouter(prefix="/v1")
 
     @router.post("/users/{user_id}/turns", status_code=201, response_model=IngestReply)
-    async def ingest(user_id: UserId, body: IngestRequest, request: Request, service: Service):
+    async def ingest(
+        user_id: UserId, body: IngestRequest, request: Request, service: Service
+    ) -> IngestReply:
         turns = [t.to_new_turn() for t in body.turns]
-        replies = await run_blocking(service.ingest, user_id, turns)
-        request.app.state.metrics.ingested.inc(sum(not r["duplicate"] for r in replies))
-        return {"turns": replies}
+        receipts = await run_blocking(service.ingest, user_id, turns)
+        request.app.state.metrics.ingested.inc(sum(not r.duplicate for r in receipts))
+        return IngestReply.of(receipts)
 
-    @router.get("/users/{user_id}/turns")
+    @router.get("/users/{user_id}/turns", response_model=TurnPageReply)
     async def list_turns(
         user_id: UserId,
         service: Service,
         session_id: Annotated[str | None, Query(min_length=1, max_length=128)] = None,
         limit: Annotated[int, Query(ge=1, le=500)] = 100,
         cursor: Annotated[int, Query(ge=0)] = 0,
-    ):
-        return await run_blocking(service.list_turns, user_id, session_id, limit, cursor)
+    ) -> TurnPageReply:
+        page = await run_blocking(service.list_turns, user_id, session_id, limit, cursor)
+        return TurnPageReply.of(page)
 
-    @router.get("/users/{user_id}/turns/{turn_id}")
-    async def get_turn(user_id: UserId, turn_id: str, service: Service):
-        return await run_blocking(service.get_turn, user_id, turn_id)
+    @router.get("/users/{user_id}/turns/{turn_id}", response_model=TurnDetail)
+    async def get_turn(user_id: UserId, turn_id: str, service: Service) -> TurnDetail:
+        return TurnDetail.of_view(await run_blocking(service.get_turn, user_id, turn_id))
 
-    @router.post("/users/{user_id}/query")
-    async def query(user_id: UserId, body: QueryRequest, request: Request, service: Service):
+    @router.post("/users/{user_id}/query", response_model=QueryReply)
+    async def query(
+        user_id: UserId, body: QueryRequest, request: Request, service: Service
+    ) -> QueryReply:
         result = await run_blocking(service.query, user_id, body.to_params())
         request.app.state.metrics.queries.inc()
-        return query_reply(body.query, result)
+        return QueryReply.of(body.query, result)
 
-    @router.get("/users/{user_id}/memories")
+    @router.get("/users/{user_id}/memories", response_model=MemoryPageReply)
     async def list_memories(
         user_id: UserId,
         service: Service,
         type: Annotated[list[MemoryType] | None, Query()] = None,
         limit: Annotated[int, Query(ge=1, le=500)] = 100,
         cursor: Annotated[int, Query(ge=0)] = 0,
-    ):
+    ) -> MemoryPageReply:
         types = tuple(type) if type else tuple(MemoryType)
-        return await run_blocking(service.list_memories, user_id, types, limit, cursor)
+        page = await run_blocking(service.list_memories, user_id, types, limit, cursor)
+        return MemoryPageReply.of(page)
 
-    @router.get("/users/{user_id}/memories/{memory_id}")
-    async def get_memory(user_id: UserId, memory_id: str, service: Service):
-        return await run_blocking(service.get_memory, user_id, memory_id)
+    @router.get("/users/{user_id}/memories/{memory_id}", response_model=MemoryReply)
+    async def get_memory(user_id: UserId, memory_id: str, service: Service) -> MemoryReply:
+        stored = await run_blocking(service.get_memory, user_id, memory_id)
+        return MemoryReply.of(stored.memory)
 
-    @router.patch("/users/{user_id}/memories/{memory_id}")
-    async def patch_memory(user_id: UserId, memory_id: str, body: MemoryPatchIn, service: Service):
-        return await run_blocking(service.patch_memory, user_id, memory_id, body.to_patch())
+    @router.patch("/users/{user_id}/memories/{memory_id}", response_model=MemoryReply)
+    async def patch_memory(
+        user_id: UserId, memory_id: str, body: MemoryPatchIn, service: Service
+    ) -> MemoryReply:
+        patch = body.to_patch()
+        return MemoryReply.of(await run_blocking(service.patch_memory, user_id, memory_id, patch))
 
-    @router.delete("/users/{user_id}/memories/{memory_id}")
-    async def delete_memory(user_id: UserId, memory_id: str, service: Service):
-        return await run_blocking(service.delete_memory, user_id, memory_id)
+    @router.delete("/users/{user_id}/memories/{memory_id}", response_model=DeletedMemory)
+    async def delete_memory(user_id: UserId, memory_id: str, service: Service) -> DeletedMemory:
+        await run_blocking(service.delete_memory, user_id, memory_id)
+        return DeletedMemory(id=memory_id)
 
-    @router.post("/users/{user_id}/memories/{memory_id}/feedback")
-    async def feedback(user_id: UserId, memory_id: str, body: FeedbackIn, service: Service):
+    @router.post("/users/{user_id}/memories/{memory_id}/feedback", response_model=MemoryReply)
+    async def feedback(
+        user_id: UserId, memory_id: str, body: FeedbackIn, service: Service
+    ) -> MemoryReply:
         """Vote on a rule or an episode; positive episodes feed the rule abstraction (A_proc)."""
         positive = body.value == "positive"
-        return await run_blocking(service.feedback, user_id, memory_id, positive)
+        return MemoryReply.of(await run_blocking(service.feedback, user_id, memory_id, positive))
 
-    @router.get("/users/{user_id}/facts")
+    @router.get("/users/{user_id}/facts", response_model=FactList)
     async def list_facts(
         user_id: UserId,
         service: Service,
         subject: Annotated[str | None, Query(min_length=1, max_length=128)] = None,
         history: bool = False,
-    ):
+    ) -> FactList:
         """Current facts; with ``history=true`` also the superseded ones (``current: false``)."""
-        return await run_blocking(service.list_facts, user_id, subject, history)
+        return FactList.of(await run_blocking(service.list_facts, user_id, subject, history))
 
-    @router.post("/users/{user_id}/facts/{fact_id}/undo")
-    async def undo_supersession(user_id: UserId, fact_id: str, service: Service):
+    @router.post("/users/{user_id}/facts/{fact_id}/undo", response_model=UndoneFactReply)
+    async def undo_supersession(user_id: UserId, fact_id: str, service: Service) -> UndoneFactReply:
         """Make a superseded fact current again (409 if it was not superseded)."""
-        return await run_blocking(service.undo_supersession, user_id, fact_id)
+        undone = await run_blocking(service.undo_supersession, user_id, fact_id)
+        return UndoneFactReply.of_undone(undone)
 
-    @router.get("/users/{user_id}/tasks")
+    @router.get("/users/{user_id}/tasks", response_model=TaskList)
     async def list_tasks(
         user_id: UserId,
         service: Service,
         status: Annotated[list[TaskStatus] | None, Query()] = None,
-    ):
+    ) -> TaskList:
         """Tasks by current status (all by default), with their state trajectories."""
         statuses = tuple(status) if status else tuple(TaskStatus)
-        return await run_blocking(service.list_tasks, user_id, statuses)
+        return TaskList.of(await run_blocking(service.list_tasks, user_id, statuses))
 
-    @router.post("/users/{user_id}/tasks", status_code=201)
-    async def create_task(user_id: UserId, body: TaskIn, service: Service):
-        return await run_blocking(service.create_task, user_id, body.title, body.due, body.task_id)
+    @router.post("/users/{user_id}/tasks", status_code=201, response_model=MemoryReply)
+    async def create_task(user_id: UserId, body: TaskIn, service: Service) -> MemoryReply:
+        task = await run_blocking(service.create_task, user_id, body.title, body.due, body.task_id)
+        return MemoryReply.of(task)
 
-    @router.patch("/users/{user_id}/tasks/{task_id}")
-    async def update_task(user_id: UserId, task_id: str, body: TaskPatchIn, service: Service):
+    @router.patch("/users/{user_id}/tasks/{task_id}", response_model=MemoryReply)
+    async def update_task(
+        user_id: UserId, task_id: str, body: TaskPatchIn, service: Service
+    ) -> MemoryReply:
         """Move a task along its trajectory (pending → done/cancelled/expired, or reopen)."""
-        return await run_blocking(service.update_task, user_id, task_id, body.status, body.note)
+        task = await run_blocking(service.update_task, user_id, task_id, body.status, body.note)
+        return MemoryReply.of(task)
 
-    @router.get("/users/{user_id}")
-    async def get_user(user_id: UserId, service: Service):
+    @router.get("/users/{user_id}", response_model=UserCounts)
+    async def get_user(user_id: UserId, service: Service) -> dict[str, Any]:
         return {"user_id": user_id, "counts": await run_blocking(service.counts, user_id)}
 
-    @router.delete("/users/{user_id}")
-    async def delete_user(user_id: UserId, service: Service):
+    @router.delete("/users/{user_id}", response_model=UserRemoved)
+    async def delete_user(user_id: UserId, service: Service) -> dict[str, Any]:
         return {"user_id": user_id, "removed": await run_blocking(service.delete_user, user_id)}
 
-    @router.get("/users/{user_id}/tiers")
+    @router.get("/users/{user_id}/tiers", response_model=TierStatusReply)
     async def tiers_status(
         user_id: UserId,
         service: Service,
         moves: Annotated[int, Query(ge=0, le=500)] = 20,
-    ):
+    ) -> dict[str, Any]:
         """Tier sizes, the persona and its drift, the last reshuffle and the recent moves."""
         return await run_blocking(service.tiers_status, user_id, moves)
 
-    @router.post("/users/{user_id}/tiers/reshuffle")
-    async def reshuffle_tiers(user_id: UserId, service: Service):
+    @router.post("/users/{user_id}/tiers/reshuffle", response_model=ReshuffleReply)
+    async def reshuffle_tiers(user_id: UserId, service: Service) -> dict[str, Any]:
         """Re-score and re-place the user's records now (the background job does it too)."""
         return await run_blocking(service.reshuffle, user_id)
 
-    @router.get("/users/{user_id}/router")
-    async def router_status(user_id: UserId, service: Service):
+    @router.get("/users/{user_id}/router", response_model=RouterStatusReply)
+    async def router_status(user_id: UserId, service: Service) -> dict[str, Any]:
         """The user's self-enhancing router: round, τ_t, pool, queue, LLM share, validation."""
         return await run_blocking(service.router_status, user_id)
 
-    @router.post("/users/{user_id}/router/rounds", status_code=201)
-    async def train_router(user_id: UserId, service: Service):
+    @router.post("/users/{user_id}/router/rounds", status_code=201, response_model=RoundReply)
+    async def train_router(user_id: UserId, service: Service) -> dict[str, Any]:
         """Run a training round now; the new head is used only if validation accepts it."""
         return await run_blocking(service.train_router, user_id)
 
-    @router.post("/users/{user_id}/router/rollback")
-    async def rollback_router(user_id: UserId, service: Service):
+    @router.post("/users/{user_id}/router/rollback", response_model=RollbackReply)
+    async def rollback_router(user_id: UserId, service: Service) -> dict[str, Any]:
         """Route with the head before the current one again."""
         return await run_blocking(service.rollback_router, user_id)
 
@@ -199,24 +218,22 @@ def v1_router() -> APIRouter:
 def ops_router() -> APIRouter:
     router = APIRouter()
 
-    @router.get("/healthz")
-    async def healthz():
-        return {"status": "ok"}
+    @router.get("/healthz", response_model=HealthReply)
+    async def healthz() -> HealthReply:
+        return HealthReply(status="ok")
 
-    @router.get("/readyz")
-    async def readyz(request: Request, response: Response):
+    @router.get("/readyz", response_model=ReadyReply, response_model_exclude_none=True)
+    async def readyz(request: Request, response: Response) -> ReadyReply:
         service = getattr(request.app.state, "service", None)
         if service is None or not getattr(request.app.state, "recovered", False):
             response.status_code = 503
-            return {"status": "starting" if service is None else "recovering"}
-        return {"status": "ready", "open_users": len(service.open_counts())}
+            return ReadyReply(status="starting" if service is None else "recovering")
+        return ReadyReply(status="ready", open_users=len(service.users.open_users()))
 
     @router.get("/metrics", response_class=PlainTextResponse)
-    async def metrics(request: Request):
+    async def metrics(request: Request) -> Response:
+        """Prometheus metrics (text exposition format)."""
         registry = request.app.state.metrics.registry
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
     return router
-
-
-__all__ = ["Metrics", "ops_router", "v1_router"]

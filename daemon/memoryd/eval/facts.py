@@ -49,8 +49,9 @@ from tqdm import tqdm
 
 from memoryd.errors import ConflictError
 from memoryd.eval.locomo import INGEST_BATCH, load_locomo, normalise_dia_id, parse_evidence
-from memoryd.memory.models import MemoryType
-from memoryd.service import MemoryService, NewTurn
+from memoryd.ingest import NewTurn
+from memoryd.models import Fact, MemoryType
+from memoryd.service import MemoryService
 
 DEFAULT_THRESHOLD = 0.70
 SWEEP = (0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9)
@@ -160,18 +161,14 @@ def render_fact(subject: str, relation: str, obj: str, negated: bool = False) ->
     return f"{subject} {_negate(phrase) if negated else phrase} {obj}"
 
 
-def _rendered(memory: dict[str, Any]) -> RenderedFact:
-    record = memory["record"]
-    subject = record["subject"]
+def _rendered(fact: Fact) -> RenderedFact:
     return RenderedFact(
-        id=record["id"],
-        subject=subject,
-        relation=record["relation"],
-        sentence=render_fact(
-            subject, record["relation"], record["object"]["name"], record["negated"]
-        ),
-        sources=tuple(record.get("sources") or [record["turn_id"]]),
-        origin=record.get("origin", "extractor"),
+        id=fact.id,
+        subject=fact.subject,
+        relation=fact.relation,
+        sentence=render_fact(fact.subject, fact.relation, fact.object.name, fact.negated),
+        sources=tuple(fact.sources or [fact.turn_id]),
+        origin=fact.origin.value,
     )
 
 
@@ -206,10 +203,10 @@ def collect_facts(service: MemoryService, user_id: str) -> list[RenderedFact]:
     facts, cursor = [], 0
     while True:
         page = service.list_memories(user_id, [MemoryType.SEMANTIC], PAGE, cursor)
-        facts += [_rendered(m) for m in page["memories"]]
-        if page["next_cursor"] is None:
+        facts += [_rendered(s.memory) for s in page.memories if isinstance(s.memory, Fact)]
+        if page.next_cursor is None:
             return facts
-        cursor = page["next_cursor"]
+        cursor = page.next_cursor
 
 
 # -- matching ------------------------------------------------------------------------------

@@ -28,11 +28,12 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from memoryd.memory.models import Role
-from memoryd.memory.timeparse import parse_timestamp
-from memoryd.retrieve import QueryParams, SearchMode
-from memoryd.service import MemoryService, NewTurn
-from memoryd.store.lexical import FTS_TOKENIZER, match_expression
+from memoryd.ingest import NewTurn
+from memoryd.memory import parse_timestamp
+from memoryd.models import Role, SearchMode
+from memoryd.retrieve import QueryParams
+from memoryd.service import MemoryService
+from memoryd.store import FTS_TOKENIZER, match_expression
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 RETRIEVERS = ("bm25", "dense", "memoryd")

@@ -59,9 +59,10 @@ from typing import Any
 
 from tqdm import tqdm
 
-from memoryd.memory.models import Role
+from memoryd.ingest import NewTurn
+from memoryd.models import Role
 from memoryd.retrieve import QueryParams, QueryResult
-from memoryd.service import MemoryService, NewTurn
+from memoryd.service import MemoryService
 
 __all__ = [
     "DEFAULT_KS",
@@ -381,7 +382,7 @@ def _ranked_turns(
 ) -> list[str]:
     """Ingest the instance into its own user, ask its question, return the ranked turn ids."""
     user = user_id_for(instance.question_id)
-    turns = _indexable(instance.turns, service.config.limits_max_turn_bytes)
+    turns = _indexable(instance.turns, service.config.limits.max_turn_bytes)
     try:
         for start in range(0, len(turns), INGEST_BATCH):
             service.ingest(user, turns[start : start + INGEST_BATCH])

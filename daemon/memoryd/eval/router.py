@@ -27,9 +27,8 @@ from tqdm import tqdm
 
 from memoryd.encoder import Encoder
 from memoryd.errors import InvalidInputError
-from memoryd.memory.models import LABELS, Label
-from memoryd.router.head import RouterHead, f1_scores
-from memoryd.router.router import Router, label_matrix
+from memoryd.models import LABELS, Label
+from memoryd.router import Router, RouterHead, f1_scores, label_matrix
 
 __all__ = [
     "WARMUP_CALLS",

@@ -27,10 +27,19 @@ from tqdm import tqdm
 
 from memoryd.errors import InvalidInputError
 from memoryd.eval.router import Example, load_line, targets
-from memoryd.memory.models import LABELS, Label
-from memoryd.router.head import RouterHead, f1_scores
-from memoryd.router.router import Router, decide, deferral_threshold, label_matrix
-from memoryd.router.trainer import Pool, SeedSet, in_pool_holdout, train_round
+from memoryd.models import LABELS, Label
+from memoryd.router import (
+    Pool,
+    Router,
+    RouterHead,
+    SeedSet,
+    decide,
+    deferral_threshold,
+    f1_scores,
+    in_pool_holdout,
+    label_matrix,
+    train_round,
+)
 
 __all__ = [
     "LoopReport",

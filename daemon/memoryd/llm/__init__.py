@@ -2,23 +2,51 @@
 
 ``make_llm(config)`` builds the configured backend: None for ``llm.backend = "none"`` (no LLM:
 every LLM step falls back), :class:`LlamaCppLLM` for a local GGUF file, :class:`OpenAICompatLLM`
-for an OpenAI-compatible server. Nothing here imports from memoryd above ``memoryd.errors``.
+for an OpenAI-compatible server. Nothing here imports from memoryd above its base layer
+(models, errors, config).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from memoryd.config import Config
 from memoryd.errors import ConfigError
-from memoryd.llm.base import LLM, Prompt
+from memoryd.llm.base import LLM, Prompt, schema_problem
 from memoryd.llm.llamacpp import LlamaCppLLM
 from memoryd.llm.openai import OpenAICompatLLM
+from memoryd.llm.prompts import (
+    IMPORTANCE_BATCH,
+    LABEL_SCHEMA,
+    SUFFICIENT,
+    importance_prompt,
+    importance_schema,
+    label_prompt,
+    parse_importance,
+    parse_labels,
+    sufficiency_prompt,
+    sufficiency_schema,
+)
+from memoryd.models import LLMBackend
 
-if TYPE_CHECKING:
-    from memoryd.config import Config
-
-__all__ = ["LLM", "LlamaCppLLM", "OpenAICompatLLM", "Prompt", "make_llm"]
+__all__ = [
+    "IMPORTANCE_BATCH",
+    "LABEL_SCHEMA",
+    "LLM",
+    "SUFFICIENT",
+    "LlamaCppLLM",
+    "OpenAICompatLLM",
+    "Prompt",
+    "importance_prompt",
+    "importance_schema",
+    "label_prompt",
+    "make_llm",
+    "parse_importance",
+    "parse_labels",
+    "schema_problem",
+    "sufficiency_prompt",
+    "sufficiency_schema",
+]
 
 
 def make_llm(config: Config) -> LLM | None:
@@ -27,30 +55,30 @@ def make_llm(config: Config) -> LLM | None:
     Nothing is loaded or contacted here: a missing model file or a server that is down shows as
     LLMUnavailableError on the first call.
     """
-    backend = config.llm_backend
-    if backend == "none":
+    llm = config.llm
+    if llm.backend is LLMBackend.NONE:
         return None
-    if backend == "llamacpp":
-        if not config.llm_model_path:
+    if llm.backend is LLMBackend.LLAMACPP:
+        if not llm.model_path:
             raise ConfigError(
-                "llm.model_path", config.llm_model_path, "the llamacpp backend needs a GGUF file"
+                "llm.model_path", llm.model_path, "the llamacpp backend needs a GGUF file"
             )
         return LlamaCppLLM(
-            Path(config.llm_model_path).expanduser(),
-            threads=config.llm_threads,
-            context=config.llm_context,
-            max_tokens=config.llm_max_tokens,
-            idle_release=config.llm_idle_release,
-            timeout=config.llm_timeout,
+            Path(llm.model_path).expanduser(),
+            threads=llm.threads,
+            context=llm.context,
+            max_tokens=llm.max_tokens,
+            idle_release=llm.idle_release,
+            timeout=llm.timeout,
         )
-    if backend == "openai":
-        if not config.llm_url:
-            raise ConfigError("llm.url", config.llm_url, "the openai backend needs a server URL")
+    if llm.backend is LLMBackend.OPENAI:
+        if not llm.url:
+            raise ConfigError("llm.url", llm.url, "the openai backend needs a server URL")
         return OpenAICompatLLM(
-            config.llm_url,
-            model=config.llm_model,
-            api_key=config.llm_api_key,
-            max_tokens=config.llm_max_tokens,
-            timeout=config.llm_timeout,
+            llm.url,
+            model=llm.model,
+            api_key=llm.api_key,
+            max_tokens=llm.max_tokens,
+            timeout=llm.timeout,
         )
-    raise ConfigError("llm.backend", backend, "allowed: none, llamacpp, openai")
+    raise ConfigError("llm.backend", llm.backend, "allowed: " + ", ".join(LLMBackend))

@@ -48,10 +48,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from memoryd.errors import LLMOutputError
-from memoryd.llm.base import LLM, Prompt, schema_problem
+from memoryd.llm import LLM, Prompt, schema_problem
 from memoryd.memory.build import importance, memory_id
 from memoryd.memory.extract import RELATIONS, entity_id
-from memoryd.memory.models import (
+from memoryd.models import (
+    OTHERWISE,
     Entity,
     EntityType,
     Episode,
@@ -67,7 +68,6 @@ __all__ = [
     "CONFIDENCE",
     "MAX_BATCH",
     "MAX_EPISODE_CHARS",
-    "OTHERWISE",
     "PROC_SCHEMA",
     "SEM_SCHEMA",
     "abstract_facts",
@@ -88,7 +88,6 @@ MAX_TITLE_CHARS = 80
 # Small models give words more reliably than numbers: confidence word → Fact.confidence.
 CONFIDENCE: dict[str, float] = {"low": 0.5, "medium": 0.7, "high": 0.9}
 # The else-branch of a rule: its BRANCH node's text and the ``when`` of its nodes.
-OTHERWISE = "otherwise"
 
 # Objects that name nothing by themselves (compared in lower case, outer punctuation removed).
 VAGUE_OBJECTS = frozenset(

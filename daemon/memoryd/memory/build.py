@@ -32,7 +32,7 @@ import hashlib
 import re
 
 from memoryd.memory.extract import Extraction, entity_id, is_health_related
-from memoryd.memory.models import (
+from memoryd.models import (
     Entity,
     Episode,
     Fact,

@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 
 from memoryd.errors import ConflictError, InvalidInputError
 from memoryd.memory.build import importance
-from memoryd.memory.models import (
+from memoryd.models import (
     Episode,
     Fact,
     Header,

@@ -31,21 +31,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
-from memoryd.memory.entities import EntityResolver
-from memoryd.memory.models import (
-    Fact,
-    Memory,
-    Rule,
-    State,
-    Task,
-    TaskStatus,
-    Turn,
-    memory_type,
-)
-from memoryd.store.journal import Journal, TurnEntry
-from memoryd.store.lexical import content_tokens
+from memoryd.models import Effect, Fact, Memory, Rule, State, Task, TaskStatus, Turn
+from memoryd.store import Journal
+from memoryd.text import content_tokens
 
 __all__ = [
     "EXCLUSIVE_RELATIONS",
@@ -53,7 +43,6 @@ __all__ = [
     "Consolidation",
     "MemoryView",
     "consolidate",
-    "consolidate_entries",
     "family_relations",
     "polarity",
     "reinforce",
@@ -79,16 +68,16 @@ class MemoryView(Protocol):
 
 @dataclass
 class Consolidation:
-    """The turn's records as they will be stored, the stored records they change, and one line
-    per change for the ingest reply (``{"id", "effect", "by"}``)."""
+    """The turn's records as they will be stored, the stored records they change, and what
+    each change was (its :class:`Effect`, listed in the turn's receipt)."""
 
     memories: list[Memory]
     updates: list[Memory] = field(default_factory=list)
-    effects: list[dict[str, Any]] = field(default_factory=list)
+    effects: list[Effect] = field(default_factory=list)
 
     def update(self, record: Memory, effect: str, by: str) -> None:
         self.updates = [m for m in self.updates if m.id != record.id] + [record]
-        self.effects.append({"id": record.id, "effect": effect, "by": by})
+        self.effects.append(Effect(record.id, effect, by))
 
 
 class BatchView:
@@ -131,34 +120,6 @@ class BatchView:
     def rules_titled(self, title: str) -> list[Rule]:
         stored = self.journal.rules_titled(title)
         return [r for r in self._merged(stored, Rule) if isinstance(r, Rule) and r.title == title]
-
-
-def consolidate_entries(
-    entries: Sequence[TurnEntry], journal: Journal, resolver: EntityResolver
-) -> list[TurnEntry]:
-    """Canonicalise the entities of each entry's memories and consolidate them, in order, each
-    seeing what the ones before it did. Replies list the stored records and the effects."""
-    view = BatchView(journal)
-    out = []
-    for entry in entries:
-        aliases = resolver.resolve_memories(entry.memories)
-        result = consolidate(entry.turn, entry.memories, view)
-        view.stage([*result.memories, *result.updates])
-        reply = {
-            **entry.reply,
-            "memories": [{"id": m.id, "type": memory_type(m).value} for m in result.memories],
-            "effects": result.effects,
-        }
-        out.append(
-            dataclasses.replace(
-                entry,
-                memories=result.memories,
-                updates=result.updates,
-                reply=reply,
-                aliases={k: sorted(v) for k, v in aliases.items()},
-            )
-        )
-    return out
 
 
 def base_relation(relation: str) -> str:

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from memoryd.memory.extract import canonical_name
-from memoryd.memory.models import Entity, EntityType, Episode, Fact, Memory, Mention
+from memoryd.models import Entity, EntityType, Episode, Fact, Memory, Mention
 
 __all__ = ["EntityResolver", "KnownEntity"]
 

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
-from memoryd.memory.models import EntityType
 from memoryd.memory.timeparse import TimeMention, find_times
+from memoryd.models import EntityType
 
 __all__ = [
     "RELATIONS",

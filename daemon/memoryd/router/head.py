@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from memoryd.errors import ModelMissingError
-from memoryd.memory.models import LABELS, Label
+from memoryd.models import LABELS, Label
 
 __all__ = ["HEAD_FORMAT", "RouterHead", "f1_scores"]
 

@@ -34,9 +34,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from memoryd.memory.models import LABELS, Label, RoutedBy
+from memoryd.models import LABELS, Label, RoutedBy
 from memoryd.router.head import RouterHead
-from memoryd.store.lexical import content_tokens
+from memoryd.text import content_tokens
 
 __all__ = [
     "DEFAULT_THRESHOLD",

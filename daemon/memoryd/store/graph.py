@@ -36,11 +36,12 @@ from types import ModuleType, TracebackType
 from typing import Any, Self
 
 from memoryd.errors import ClosedError, GraphError
-from memoryd.memory.models import (
+from memoryd.models import (
     Entity,
     EntityType,
     Episode,
     Fact,
+    GraphEngine,
     Header,
     Memory,
     Rule,
@@ -51,7 +52,7 @@ from memoryd.memory.models import (
     Turn,
 )
 
-__all__ = ["SCHEMA", "GraphEngine", "GraphStore"]
+__all__ = ["MAX_CHAIN_HOPS", "SCHEMA", "GraphEngine", "GraphStore"]
 
 logger = logging.getLogger(__name__)
 
@@ -61,13 +62,6 @@ MAX_SHOWN_ITEMS = 5
 QUERY_THREADS = 1
 CHECKPOINT_SHARE = 32
 MAX_CHAIN_HOPS = 30  # both engines refuse variable-length patterns longer than 30 by default
-
-
-class GraphEngine(StrEnum):
-    """Graph engine; the value is the Python module to import (never both in one process)."""
-
-    LADYBUG = "ladybug"
-    KUZU = "kuzu"
 
 
 _HEADER = (

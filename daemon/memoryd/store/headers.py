@@ -3,17 +3,19 @@
 Every live memory has one row in ``headers``: its importance ``I_m`` and who set it
 (heuristic | llm | api), its persona similarity ``Sim(m, P)`` (NULL until computed against the
 current persona), its recall count ``C_m`` and last access ``t_last`` (NULL: never recalled, so
-Δt counts from the memory's time), its tier and its score ``S_m`` when last scored. The journal
-inserts a row in the transaction that stores the memory and drops it in the one that deletes it;
-everything else here is written by :class:`HeaderStore`, always on the user's writer.
+Δt counts from the memory's time), its tier and its score ``S_m`` when last scored. The caller
+adds a row (:meth:`HeaderStore.add`) in the transaction that journals the memory and drops it
+(:meth:`HeaderStore.drop`) in the one that deletes it; every write here runs on the user's
+writer.
 
-Why here and not on the graph nodes (DESIGN.md puts the header there): a header changes on every
-query that recalls its memory. SQLite updates a row in place for a few microseconds inside the
-transaction; the graph engine's in-place updates of one node fill its buffer pool after about
-1,200 updates (measured in issue 4). The headers are not a projection: recall counts and LLM
-importance cannot be recomputed from the log, so they live beside it, in the same durable file,
-and an export carries them. The graph's header columns keep the header a record was journaled
-with (its creation or last patch); records the API returns carry the live one.
+Why here and not on the graph nodes: a header changes on every query that recalls its memory.
+SQLite updates a row in place for a few microseconds inside the transaction; the graph engine's
+in-place updates of one node fill its buffer pool after about 1,200 updates
+(``docs/decisions.md``, "Headers in the journal file not on graph nodes"). The headers are not a
+projection: recall counts and LLM importance cannot be recomputed from the log, so they live
+beside it, in the same durable file, and an export carries them. The graph's header columns keep
+the header a record was journaled with (its creation or last patch); records the API returns
+carry the live one.
 
 Tables
 - ``headers(num, importance, importance_by, persona_sim, recall_count, last_access, tier,
@@ -33,15 +35,23 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from enum import IntEnum, StrEnum
-from typing import TYPE_CHECKING, Any
+from enum import StrEnum
+from typing import Any
 
 import numpy as np
 
-from memoryd.memory.models import MemoryType
+from memoryd.models import ImportanceSource, MemoryType, Tier
+from memoryd.store.sqlite import Database, placeholders
 
-if TYPE_CHECKING:
-    from memoryd.store.journal import Journal
+__all__ = [
+    "HeaderRow",
+    "HeaderStore",
+    "Move",
+    "PersonaSlot",
+    "Placement",
+    "RunKind",
+    "StoredPersona",
+]
 
 MOVES_KEPT = 10_000
 RUNS_KEPT = 1_000
@@ -91,20 +101,6 @@ BACKFILL = (
     " SELECT num, COALESCE(json_extract(payload, '$.header.importance'), 5.0)"
     " FROM memories WHERE deleted = 0"
 )
-
-
-class Tier(IntEnum):
-    """Where a record sits: the cache searched first, the buffer, the archive."""
-
-    CACHE = 1
-    BUFFER = 2
-    ARCHIVE = 3
-
-
-class ImportanceSource(StrEnum):
-    HEURISTIC = "heuristic"
-    LLM = "llm"
-    API = "api"
 
 
 class RunKind(StrEnum):
@@ -166,25 +162,6 @@ class StoredPersona:
     updated_at: datetime
 
 
-def insert_header(conn: sqlite3.Connection, num: int, importance: float) -> None:
-    """A new memory's header (the journal calls this in the transaction that stores it)."""
-    conn.execute(
-        "INSERT OR REPLACE INTO headers(num, importance) VALUES (?, ?)", (num, float(importance))
-    )
-
-
-def delete_header(conn: sqlite3.Connection, num: int) -> None:
-    conn.execute("DELETE FROM headers WHERE num = ?", (num,))
-
-
-def set_api_importance(conn: sqlite3.Connection, num: int, importance: float) -> None:
-    """An importance a client set (a memory patch): it wins over heuristic and LLM scores."""
-    conn.execute(
-        "UPDATE headers SET importance = ?, importance_by = ? WHERE num = ?",
-        (float(importance), ImportanceSource.API.value, num),
-    )
-
-
 _ROW_COLUMNS = (
     "h.num, h.importance, h.importance_by, h.persona_sim, h.recall_count, h.last_access,"
     " h.tier, h.pinned, h.score, m.type, m.session_id, m.ts"
@@ -214,10 +191,14 @@ def _iso(when: datetime) -> str:
 
 
 class HeaderStore:
-    """Reads and writes of the header tables; writes only on the user's writer thread."""
+    """Reads and writes of the header tables; writes only on the user's writer thread.
 
-    def __init__(self, journal: Journal) -> None:
-        self.journal = journal
+    Opening applies the schema and gives every live memory without a header row one (journals
+    from before headers existed)."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        db.apply(HEADER_SCHEMA, backfills=[BACKFILL])
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -230,37 +211,37 @@ class HeaderStore:
         """Headers of live memories, in ``tiers``, with ``nums`` and in ``sessions`` when given."""
         where, params = "", []
         if tiers is not None:
-            where += f" AND h.tier IN ({','.join('?' * len(tiers))})"
+            where += f" AND h.tier IN ({placeholders(len(tiers))})"
             params += [int(t) for t in tiers]
         for column, values in (("h.num", nums), ("m.session_id", sessions)):
             if values is not None:
                 if not values:
                     return []
-                where += f" AND {column} IN ({','.join('?' * len(values))})"
+                where += f" AND {column} IN ({placeholders(len(values))})"
                 params += list(values)
-        rows = self.journal.read(f"SELECT {_ROW_COLUMNS}{_ROW_FROM} WHERE 1 = 1{where}", params)
+        rows = self.db.read(f"SELECT {_ROW_COLUMNS}{_ROW_FROM} WHERE 1 = 1{where}", params)
         return [_row(r) for r in rows]
 
     def pool(self, deepest: Tier, types: Sequence[MemoryType]) -> list[int]:
         """The nums of live memories of ``types`` in tier 1 through ``deepest``."""
         if not types:
             return []
-        marks = ",".join("?" * len(types))
-        rows = self.journal.read(
+        marks = placeholders(len(types))
+        rows = self.db.read(
             "SELECT h.num" + _ROW_FROM + f" WHERE h.tier <= ? AND m.type IN ({marks})",
             [int(deepest), *[t.value for t in types]],
         )
         return [int(r[0]) for r in rows]
 
     def sizes(self) -> dict[Tier, int]:
-        rows = self.journal.read("SELECT h.tier, COUNT(*)" + _ROW_FROM + " GROUP BY h.tier", ())
+        rows = self.db.read("SELECT h.tier, COUNT(*)" + _ROW_FROM + " GROUP BY h.tier", ())
         out = dict.fromkeys(Tier, 0)
         out.update({Tier(int(r[0])): int(r[1]) for r in rows})
         return out
 
     def recent_sessions(self, count: int) -> list[str]:
         """The ``count`` sessions with the latest memories, latest first."""
-        rows = self.journal.read(
+        rows = self.db.read(
             "SELECT session_id FROM memories WHERE deleted = 0 GROUP BY session_id"
             " ORDER BY MAX(ts) DESC LIMIT ?",
             (count,),
@@ -273,8 +254,8 @@ class HeaderStore:
         Records pinned to tier 1 because their session is recent are not ranked: a promotion
         cannot displace them."""
         where = _ROW_FROM + " WHERE h.tier = ? AND h.pinned = 0 AND h.score IS NOT NULL"
-        count = self.journal.read("SELECT COUNT(*)" + where, (int(tier),))[0][0]
-        rows = self.journal.read(
+        count = self.db.read("SELECT COUNT(*)" + where, (int(tier),))[0][0]
+        rows = self.db.read(
             "SELECT h.score, h.num" + where + " ORDER BY h.score, h.num LIMIT 1", (int(tier),)
         )
         return int(count), ((float(rows[0][0]), int(rows[0][1])) if rows else None)
@@ -282,7 +263,7 @@ class HeaderStore:
     def activity(self) -> tuple[int, int, int]:
         """What a reshuffle depends on besides time: the last log entry, the recalls counted and
         the importances an LLM or client set. Unchanged: a reshuffle would change little."""
-        row = self.journal.read(
+        row = self.db.read(
             "SELECT (SELECT COALESCE(MAX(seq), 0) FROM log),"
             " (SELECT COALESCE(SUM(recall_count), 0) FROM headers),"
             " (SELECT COUNT(*) FROM headers WHERE importance_by != ?)",
@@ -292,7 +273,7 @@ class HeaderStore:
 
     def moves(self, limit: int) -> list[tuple[Move, str]]:
         """The newest ``limit`` moves, newest first, each with its memory's id."""
-        rows = self.journal.read(
+        rows = self.db.read(
             "SELECT v.num, v.from_tier, v.to_tier, v.score, v.reason, v.at, m.id"
             " FROM tier_moves v LEFT JOIN memories m ON m.num = v.num"
             " ORDER BY v.id DESC LIMIT ?",
@@ -314,7 +295,7 @@ class HeaderStore:
         ]
 
     def runs(self, kind: RunKind, limit: int) -> list[dict[str, Any]]:
-        rows = self.journal.read(
+        rows = self.db.read(
             "SELECT at, detail FROM tier_runs WHERE kind = ? ORDER BY id DESC LIMIT ?",
             (kind.value, limit),
         )
@@ -322,7 +303,7 @@ class HeaderStore:
 
     def unscored_importance(self, limit: int) -> list[int]:
         """Nums whose importance is still the heuristic's, active tiers and newest first."""
-        rows = self.journal.read(
+        rows = self.db.read(
             "SELECT h.num" + _ROW_FROM + " WHERE h.importance_by = ?"
             " ORDER BY h.tier, h.num DESC LIMIT ?",
             (ImportanceSource.HEURISTIC.value, limit),
@@ -330,7 +311,7 @@ class HeaderStore:
         return [int(r[0]) for r in rows]
 
     def persona(self, slot: PersonaSlot) -> StoredPersona | None:
-        rows = self.journal.read(
+        rows = self.db.read(
             "SELECT vector, profile, facts, updated_at FROM persona WHERE name = ?", (slot.value,)
         )
         if not rows:
@@ -342,7 +323,7 @@ class HeaderStore:
     def export(self) -> list[dict[str, Any]]:
         """What an export must carry that the log does not: importance set by an LLM or the
         API, recall counts and last accesses, by memory id."""
-        rows = self.journal.read(
+        rows = self.db.read(
             "SELECT m.id, h.importance, h.importance_by, h.recall_count, h.last_access"
             + _ROW_FROM
             + " WHERE h.importance_by != ? OR h.recall_count > 0 ORDER BY h.num",
@@ -361,11 +342,33 @@ class HeaderStore:
 
     # -- writes (writer thread) --------------------------------------------------------------
 
+    def add(self, rows: Sequence[tuple[int, float]]) -> None:
+        """Headers for memories that became live, (num, importance) each: tier 1, pinned."""
+        with self.db.transaction() as conn:
+            conn.executemany(
+                "INSERT OR REPLACE INTO headers(num, importance) VALUES (?, ?)",
+                [(num, float(importance)) for num, importance in rows],
+            )
+
+    def drop(self, nums: Sequence[int]) -> None:
+        """Remove the headers of memories that are no longer live."""
+        with self.db.transaction() as conn:
+            conn.executemany("DELETE FROM headers WHERE num = ?", [(n,) for n in nums])
+
+    def set_api_importance(self, memory_id: str, importance: float) -> None:
+        """An importance a client set (a memory patch): it wins over heuristic and LLM scores."""
+        with self.db.transaction() as conn:
+            conn.execute(
+                "UPDATE headers SET importance = ?, importance_by = ?"
+                " WHERE num = (SELECT num FROM memories WHERE id = ? AND deleted = 0)",
+                (float(importance), ImportanceSource.API.value, memory_id),
+            )
+
     def place(self, placements: Sequence[Placement], moves: Sequence[Move], now: datetime) -> None:
         """Set tiers, scores and persona similarities and record the moves, in one transaction:
         a crash leaves the placement before or after, never half of it."""
         at = _iso(now)
-        with self.journal.transaction() as conn:
+        with self.db.transaction() as conn:
             conn.executemany(
                 "UPDATE headers SET tier = ?, pinned = ?, score = ?, scored_at = ?,"
                 " persona_sim = COALESCE(?, persona_sim) WHERE num = ?",
@@ -395,7 +398,7 @@ class HeaderStore:
     def record_recalls(self, nums: Sequence[int], at: datetime) -> None:
         """Retrievals recalled these memories (a num once per retrieval): C_m + 1 each time,
         and t_last = ``at`` unless a later access is stored (UTC ISO strings sort by time)."""
-        with self.journal.transaction() as conn:
+        with self.db.transaction() as conn:
             conn.executemany(
                 "UPDATE headers SET recall_count = recall_count + 1,"
                 " last_access = MAX(COALESCE(last_access, ''), ?) WHERE num = ?",
@@ -403,7 +406,7 @@ class HeaderStore:
             )
 
     def set_persona_sims(self, sims: dict[int, float]) -> None:
-        with self.journal.transaction() as conn:
+        with self.db.transaction() as conn:
             conn.executemany(
                 "UPDATE headers SET persona_sim = ? WHERE num = ?",
                 [(float(s), int(n)) for n, s in sims.items()],
@@ -411,12 +414,12 @@ class HeaderStore:
 
     def forget_persona_sims(self, tier: Tier) -> None:
         """Mark the similarities of ``tier`` stale: they are recomputed when next scored."""
-        with self.journal.transaction() as conn:
+        with self.db.transaction() as conn:
             conn.execute("UPDATE headers SET persona_sim = NULL WHERE tier = ?", (int(tier),))
 
     def set_importance(self, scores: dict[int, float], source: ImportanceSource) -> int:
         """Store importance scores unless a client set the importance; returns how many."""
-        with self.journal.transaction() as conn:
+        with self.db.transaction() as conn:
             cur = conn.executemany(
                 "UPDATE headers SET importance = ?, importance_by = ? WHERE num = ?"
                 " AND importance_by != ?",
@@ -431,7 +434,7 @@ class HeaderStore:
         self, slot: PersonaSlot, vector: np.ndarray | None, profile: str, facts: int, now: datetime
     ) -> None:
         blob = None if vector is None else np.asarray(vector, dtype=np.float32).tobytes()
-        with self.journal.transaction() as conn:
+        with self.db.transaction() as conn:
             conn.execute(
                 "INSERT OR REPLACE INTO persona(name, vector, profile, facts, updated_at)"
                 " VALUES (?, ?, ?, ?, ?)",
@@ -439,7 +442,7 @@ class HeaderStore:
             )
 
     def record_run(self, kind: RunKind, detail: dict[str, Any], now: datetime) -> None:
-        with self.journal.transaction() as conn:
+        with self.db.transaction() as conn:
             conn.execute(
                 "INSERT INTO tier_runs(kind, at, detail) VALUES (?, ?, ?)",
                 (kind.value, _iso(now), json.dumps(detail)),
@@ -451,7 +454,7 @@ class HeaderStore:
 
     def restore(self, records: Sequence[dict[str, Any]]) -> int:
         """Apply an export's header records (by memory id); returns how many matched."""
-        with self.journal.transaction() as conn:
+        with self.db.transaction() as conn:
             restored = 0
             for r in records:
                 cur = conn.execute(

@@ -1,41 +1,22 @@
-"""Query text → an FTS5 MATCH expression: lowercase, drop stopwords, OR the rest.
+"""Lexical search: BM25 over the journal's full-text index (``memory_fts``, written by the
+journal with the memories it indexes), and the query text → FTS5 MATCH expression.
 
-BM25 with lowercasing and stopwords beats whitespace BM25 by 10-20 points of recall on chat
-turns (DESIGN.md); the index side gets lowercasing and Porter stemming from the FTS5 tokenizer.
+The query side lowercases and drops stopwords (:mod:`memoryd.text`) and ORs the rest; the index
+side gets lowercasing and Porter stemming from the FTS5 tokenizer.
 """
 
 from __future__ import annotations
 
-import re
+from collections.abc import Sequence
+from typing import Any
+
+from memoryd.models import MemoryType
+from memoryd.store.sqlite import Database, placeholders
+from memoryd.text import content_tokens
+
+__all__ = ["FTS_TOKENIZER", "TextSearch", "match_expression"]
 
 FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
-
-STOPWORDS = frozenset(
-    """a about above after again against all am an and any are aren't as at be because been
-    before being below between both but by can can't cannot could couldn't did didn't do does
-    doesn't doing don't down during each few for from further had hadn't has hasn't have haven't
-    having he he'd he'll he's her here here's hers herself him himself his how how's i i'd i'll
-    i'm i've if in into is isn't it it's its itself let's me more most mustn't my myself no nor
-    not of off on once only or other ought our ours ourselves out over own same shan't she she'd
-    she'll she's should shouldn't so some such than that that's the their theirs them themselves
-    then there there's these they they'd they'll they're they've this those through to too under
-    until up very was wasn't we we'd we'll we're we've were weren't what what's when when's where
-    where's which while who who's whom why why's with won't would wouldn't you you'd you'll
-    you're you've your yours yourself yourselves also just did does get got like really yeah
-    yes oh ok okay hey hi one s t d ll m re ve""".split()
-)
-
-_TOKEN = re.compile(r"[^\W_]+(?:'[^\W_]+)?", re.UNICODE)
-
-
-def content_tokens(text: str) -> list[str]:
-    """Lower-cased word tokens of ``text`` without stopwords, in order, duplicates removed."""
-    seen: dict[str, None] = {}
-    for match in _TOKEN.finditer(text.lower()):
-        token = match.group(0)
-        if token not in STOPWORDS and token.replace("'", "") not in STOPWORDS:
-            seen.setdefault(token.replace("'", ""), None)
-    return list(seen)
 
 
 def match_expression(text: str) -> str | None:
@@ -44,3 +25,63 @@ def match_expression(text: str) -> str | None:
     if not tokens:
         return None
     return " OR ".join(f'"{t}"' for t in tokens)
+
+
+class TextSearch:
+    """BM25 reads of one user's journal file (any thread)."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def search(
+        self,
+        query: str,
+        types: Sequence[MemoryType],
+        limit: int,
+        within_tier: int | None = None,
+    ) -> list[tuple[int, float]]:
+        """BM25 over live memories of ``types`` (in tiers 1 to ``within_tier``, if given):
+        (memory num, score), best first.
+
+        Scores are positive (higher is better). An empty or all-stopword query returns [].
+        """
+        expression = match_expression(query)
+        if expression is None or not types:
+            return []
+        marks = placeholders(len(types))
+        params: list[Any] = [expression, *[t.value for t in types]]
+        join, tiers = "", ""
+        if within_tier is not None:
+            # CROSS JOIN keeps the full-text match as the outer loop: driven from the headers'
+            # tier index instead, SQLite re-runs the match for every row (50 ms, not 1).
+            join, tiers = " CROSS JOIN headers h ON h.num = f.rowid", " AND h.tier <= ?"
+            params.append(within_tier)
+        rows = self.db.read(
+            "SELECT f.rowid, -bm25(memory_fts) AS score FROM memory_fts f"
+            f" CROSS JOIN memories m ON m.num = f.rowid{join}"
+            f" WHERE memory_fts MATCH ? AND m.type IN ({marks}) AND m.deleted = 0{tiers}"
+            " ORDER BY score DESC LIMIT ?",
+            [*params, limit],
+        )
+        return [(int(r[0]), float(r[1])) for r in rows]
+
+    def term_frequencies(
+        self, terms: Sequence[str], types: Sequence[MemoryType]
+    ) -> dict[str, tuple[int, int, int]]:
+        """For each term: how many live memories of ``types`` hold it (the index's posting list,
+        stemmed like the index), and how many of those are in tier 1 and in tiers 1-2."""
+        if not types:
+            return {}
+        marks = placeholders(len(types))
+        kinds = [t.value for t in types]
+        base = (
+            "SELECT COUNT(*), SUM(h.tier <= 1), SUM(h.tier <= 2) FROM memory_fts f"
+            " CROSS JOIN memories m ON m.num = f.rowid"
+            " CROSS JOIN headers h ON h.num = f.rowid"
+            f" WHERE memory_fts MATCH ? AND m.type IN ({marks}) AND m.deleted = 0"
+        )
+        out: dict[str, tuple[int, int, int]] = {}
+        for term in terms:
+            row = self.db.read(base, [f'"{term}"', *kinds])[0]
+            out[term] = (int(row[0]), int(row[1] or 0), int(row[2] or 0))
+        return out

@@ -18,7 +18,7 @@ import hnswlib
 import numpy as np
 
 from memoryd.errors import ClosedError, VectorIndexError
-from memoryd.memory.models import MemoryType
+from memoryd.models import MemoryType
 
 log = logging.getLogger(__name__)
 

@@ -21,8 +21,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from llm_fixtures import FakeChatServer, chat_completion
 from memoryd.llm.prompts import LABEL_NAMES
+from support.llm_fixtures import FakeChatServer, chat_completion
 
 TURN_PREFIX = "Turn: "
 

@@ -31,8 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from memoryd.errors import LLMError
-from memoryd.llm.base import LLM
-from memoryd.llm.prompts import SUFFICIENT, sufficiency_prompt, sufficiency_schema
+from memoryd.llm import LLM, SUFFICIENT, sufficiency_prompt, sufficiency_schema
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,8 @@
-"""Request and response bodies of the HTTP API (pydantic), and their conversion to service types."""
+"""Request bodies (pydantic) and their conversion to the façade's parameters.
+
+Bad input is a 422 that names the field (pydantic's validation, or an ``InvalidInputError`` from
+the parameters' own checks); unknown fields are refused.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +11,20 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from memoryd.memory.models import MemoryType, Role, TaskStatus
-from memoryd.retrieve import MAX_ANCHOR_CHARS, MAX_NAME_CHARS, MAX_NAMES, QueryParams, SearchMode
-from memoryd.service import MemoryPatch, NewTurn
+from memoryd.ingest import NewTurn
+from memoryd.models import MemoryType, Role, SearchMode, TaskStatus
+from memoryd.retrieve import MAX_ANCHOR_CHARS, MAX_NAME_CHARS, MAX_NAMES, QueryParams
+from memoryd.workspace import MemoryPatch
+
+__all__ = [
+    "FeedbackIn",
+    "IngestRequest",
+    "MemoryPatchIn",
+    "QueryRequest",
+    "TaskIn",
+    "TaskPatchIn",
+    "TurnIn",
+]
 
 MAX_TEXT_CHARS = 32 * 1024
 ID = Field(min_length=1, max_length=128, pattern=r"^[^\x00-\x1f]+$")
@@ -165,17 +180,3 @@ class TaskPatchIn(Strict):
 
 class FeedbackIn(Strict):
     value: Literal["positive", "negative"]
-
-
-class TurnReply(BaseModel):
-    turn_id: str
-    labels: list[str]
-    confidence: float
-    routed_by: str
-    memories: list[dict[str, str]]
-    effects: list[dict[str, str]] = []
-    duplicate: bool
-
-
-class IngestReply(BaseModel):
-    turns: list[TurnReply]

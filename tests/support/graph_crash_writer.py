@@ -12,8 +12,8 @@ from datetime import UTC, datetime, timedelta
 from itertools import count
 from pathlib import Path
 
-from memoryd.memory.models import Entity, EntityType, Episode, Fact, Mention, Role, Turn
-from memoryd.store.graph import GraphEngine, GraphStore
+from memoryd.models import Entity, EntityType, Episode, Fact, GraphEngine, Mention, Role, Turn
+from memoryd.store.graph import GraphStore
 
 T0 = datetime(2024, 5, 1, tzinfo=UTC)
 PEOPLE = [Entity(f"ent-{name}", name, EntityType.PERSON) for name in ("ann", "bob", "cy", "dee")]

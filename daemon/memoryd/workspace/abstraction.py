@@ -21,15 +21,18 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from memoryd.config import Config
 from memoryd.errors import LLMOutputError
+from memoryd.ingest import fold
 from memoryd.llm import LLM
-from memoryd.memory.abstract import MAX_BATCH, abstract_facts, abstract_rules
-from memoryd.memory.consolidate import BatchView, consolidate
-from memoryd.memory.models import Episode, Memory, Role
-from memoryd.store.journal import MemoryChange, NewMemory, StoredMemory
-from memoryd.workspace import Workspace
+from memoryd.memory import MAX_BATCH, BatchView, abstract_facts, abstract_rules
+from memoryd.models import Episode, Memory, Role
+from memoryd.store import MemoryChange, NewMemory, StoredMemory
+
+if TYPE_CHECKING:
+    from memoryd.workspace import Workspace
 
 __all__ = ["A_PROC", "A_SEM", "abstract_user"]
 
@@ -45,7 +48,7 @@ Operator = Callable[..., Sequence[Memory]]
 def abstract_user(ws: Workspace, llm: LLM, config: Config) -> Counter[str]:
     """Run both operators over this user's new episodes (on the user's writer)."""
     counts: Counter[str] = Counter()
-    size = min(config.memory_abstract_batch, MAX_BATCH)
+    size = min(config.memory.abstract_batch, MAX_BATCH)
     for _ in range(MAX_BATCHES_PER_RUN):
         batch = ws.journal.episodes_after(ws.journal.cursor(A_SEM), size)
         if not batch or not _run(ws, llm, config, A_SEM, abstract_facts, batch, batch[-1].num):
@@ -76,12 +79,11 @@ def _run(
     records: list[Memory] = []
     try:
         if episodes:
-            records = list(operator(llm, episodes, timeout=config.llm_timeout))
+            records = list(operator(llm, episodes, timeout=config.llm.timeout))
     except LLMOutputError as exc:
         log.warning("user %s: %s skipped a batch of %d: %s", ws.user_id, name, len(batch), exc)
     where = {s.memory.turn_id: s for s in batch}
-    aliases = ws.entities.resolve_memories(records)
-    result = consolidate(None, records, BatchView(ws.journal))
+    result = fold(None, records, BatchView(ws.journal), ws.entities)
     created = [
         NewMemory(m, where[m.turn_id].session_id, _ts(where[m.turn_id]))
         for m in result.memories
@@ -90,7 +92,7 @@ def _run(
     change = MemoryChange(
         name, ws.user_id, created=created, updates=result.updates, cursor=(name, cursor)
     )
-    ws.change(change)
+    ws.writes.change(change)
     log.info(
         "user %s: %s read %d episode(s): %d new record(s), %d changed, %d alias(es)",
         ws.user_id,
@@ -98,7 +100,7 @@ def _run(
         len(batch),
         len(created),
         len(result.updates),
-        len(aliases),
+        len(result.aliases),
     )
     return True
 

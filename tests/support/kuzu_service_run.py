@@ -11,9 +11,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from memoryd.config import load_config
-from memoryd.memory.models import Role
+from memoryd.ingest import NewTurn
+from memoryd.models import Role
 from memoryd.retrieve import QueryParams
-from memoryd.service import MemoryService, NewTurn
+from memoryd.service import MemoryService
 
 TEXTS = [
     "I'm allergic to ibuprofen.",

@@ -1,202 +1,96 @@
-"""One user's open stores and the projection of the journal onto the graph and vectors.
+"""The journal's projections of one user: the graph and the vector indexes, kept caught up.
 
-A :class:`Workspace` is created and held by :class:`memoryd.service.MemoryService` (the only holder
-of per-user state). All writes run on the workspace's :class:`SerialWriter`: the journal commits
-first (that is the acknowledgement), then each projection catches up from the seq it last applied.
-A projection that fails is left behind and caught up on the next write or the next open, so a
-failure never skips an entry.
+The journal commits first (that is the acknowledgement); then each projection applies the new
+entries from the seq it last applied. A projection that fails is left behind and caught up on
+the next write or the next open, so a failure never skips an entry. Everything here runs on the
+user's writer thread.
+
+    projection = Projection("alice", directory, config, dim=384, journal=journal)
+    projection.after_turns(entries, written)   # fast path: the entries are in hand
+    projection.catch_up()                      # anything else the journal has
 """
 
 from __future__ import annotations
 
 import logging
 import shutil
-import threading
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from datetime import datetime
-from functools import cached_property
 from pathlib import Path
 
 import numpy as np
 
 from memoryd.config import Config
 from memoryd.errors import MemorydError
-from memoryd.memory.entities import EntityResolver
-from memoryd.memory.models import (
-    Memory,
-    MemoryType,
-    Turn,
-    memory_type,
-)
-from memoryd.store.graph import GraphEngine, GraphStore
-from memoryd.store.headers import HeaderStore
-from memoryd.store.journal import (
+from memoryd.models import Memory, MemoryType, Turn, memory_type
+from memoryd.store import (
+    GraphStore,
     Journal,
     LogEntry,
     LogKind,
-    MemoryChange,
-    Relabel,
     TurnEntry,
+    VectorStore,
+    Written,
     change_of_payload,
     memory_of_record,
+    patch_embedding,
     turn_of_payload,
     updates_of_payload,
 )
-from memoryd.store.vectors import VectorStore
-from memoryd.tiers import TierConfig, record_recall, refresh_persona
-from memoryd.writer import SerialWriter
+
+__all__ = ["Projection"]
 
 log = logging.getLogger(__name__)
 
-JOURNAL_FILE = "journal.sqlite"
 GRAPH_DIR = "graph"
 VECTORS_DIR = "vectors"
 
 
-class Workspace:
-    """The journal, graph, vectors and writer of one user, opened together.
+class Projection:
+    """The graph and vectors of one user and how far each has applied the journal.
 
-    Parameters: ``user_id`` (already validated), ``directory`` (``<data_dir>/users/<user_id>``),
-    ``config`` (graph engine and sizes, vector parameters), ``dim`` (embedding size), ``embed``
-    (the encoder, for entity canonicalisation). Opening replays whatever the projections have
-    not applied yet.
+    Parameters: ``user_id`` (for the logs), ``directory`` (the user's), ``config`` (graph
+    engine and sizes, vector parameters), ``dim`` (embedding size), ``journal`` (the source).
     """
 
     def __init__(
-        self,
-        user_id: str,
-        directory: Path,
-        config: Config,
-        dim: int,
-        embed: Callable[[str], np.ndarray],
+        self, user_id: str, directory: Path, config: Config, dim: int, journal: Journal
     ) -> None:
         self.user_id = user_id
-        self._embed = embed
         self.directory = directory
         self.config = config
-        directory.mkdir(parents=True, exist_ok=True)
-        self.journal = Journal(directory / JOURNAL_FILE)
-        self.headers = HeaderStore(self.journal)
-        self.tiers = TierConfig.from_config(config)
-        self._recalls: list[tuple[list[int], datetime]] = []
-        self._persona_due = False
-        self.reshuffled_at: tuple[int, int, int] | None = None  # headers.activity() then
-        self._pending_lock = threading.Lock()  # guards _recalls and _persona_due
-        self.graph = self._open_graph()
         self.dim = dim
+        self.journal = journal
+        self.graph = GraphStore(
+            directory / GRAPH_DIR,
+            config.graph.engine,
+            max_db_size=config.graph.max_db_size,
+            buffer_pool_size=config.graph.buffer_pool_size,
+        )
         self.vectors = self._open_vectors()
-        self.writer = SerialWriter(user_id)
         self._graph_seq = self.graph.applied_seq()
         self._graph_failing = False
         self._unsaved = 0
-        self.replayed_on_open = self.writer.call(self.catch_up)
-
-    def _open_graph(self) -> GraphStore:
-        return GraphStore(
-            self.directory / GRAPH_DIR,
-            GraphEngine(self.config.graph_engine),
-            max_db_size=self.config.graph_max_db_size,
-            buffer_pool_size=self.config.graph_buffer_pool_size,
-        )
 
     def _open_vectors(self) -> VectorStore:
+        v = self.config.vectors
         return VectorStore(
             self.directory / VECTORS_DIR,
             self.dim,
-            m=self.config.vectors_m,
-            ef_construction=self.config.vectors_ef_construction,
-            ef_search=self.config.vectors_ef_search,
+            m=v.m,
+            ef_construction=v.ef_construction,
+            ef_search=v.ef_search,
         )
 
-    @cached_property
-    def entities(self) -> EntityResolver:
-        """The user's entity registry, loaded on first use (writer thread only)."""
-        return EntityResolver(
-            self.journal.known_entities(),
-            self._embed,
-            threshold=self.config.memory_entity_threshold,
-        )
-
-    # -- writes (run on the writer thread) ---------------------------------------------------
-    # A write that creates, changes or removes a fact has the persona rebuilt (and the drift
-    # gate run) next on the writer, after the write's reply: one rebuild for any number of
-    # writes queued meanwhile. A crash before it leaves the old persona, which the next fact
-    # change replaces.
-
-    def commit_turns(self, entries: Sequence[TurnEntry]) -> list[int]:
-        """Journal ``entries`` in one transaction, then project them. Returns their seqs."""
-        seqs = self.journal.append_turns(entries)
-        for seq, entry in zip(seqs, entries, strict=True):
-            if self._graph_seq == seq - 1:
-                self._project_graph_turn(seq, entry.turn, [*entry.memories, *entry.updates])
-            if self.vectors.applied_seq == seq - 1:
-                self._project_vectors_turn(seq, entry.memories, entry.embedding)
+    def after_turns(self, entries: Sequence[TurnEntry], written: Sequence[Written]) -> None:
+        """Project freshly journaled turns from the entries in hand (no log decoding) where a
+        projection is right behind them, then catch up with anything else."""
+        for w, entry in zip(written, entries, strict=True):
+            if self._graph_seq == w.seq - 1:
+                self._project_graph_turn(w.seq, entry.turn, [*entry.memories, *entry.updates])
+            if self.vectors.applied_seq == w.seq - 1:
+                self._project_vectors_turn(w.seq, entry.memories, entry.embedding)
         self.catch_up()
-        self._facts_changed([m for e in entries for m in (*e.memories, *e.updates)])
-        return seqs
-
-    def patch_memory(
-        self, memory: Memory, embedding: np.ndarray | None, importance: float | None = None
-    ) -> int:
-        seq = self.journal.patch_memory(memory, embedding, importance)
-        self.catch_up()
-        self._facts_changed([memory])
-        return seq
-
-    def delete_memory(self, memory_id: str) -> int:
-        stored = self.journal.memory(memory_id)
-        seq = self.journal.delete_memory(memory_id)
-        self.catch_up()
-        self._facts_changed([stored.memory] if stored else [])
-        return seq
-
-    def change(self, change: MemoryChange) -> int:
-        """Journal memories created or changed outside a turn, then project them."""
-        seq = self.journal.change_memories(change)
-        self.catch_up()
-        self._facts_changed([n.memory for n in change.created] + change.updates)
-        return seq
-
-    def relabel(self, relabel: Relabel) -> int:
-        """Journal an LLM label for a deferred turn, then move its memories in the projections."""
-        seq = self.journal.relabel_turn(relabel)
-        self.catch_up()
-        self._facts_changed([], always=True)  # it may have removed the turn's facts
-        return seq
-
-    def note_recall(self, nums: list[int], at: datetime) -> None:
-        """Count a retrieval of ``nums`` later, on the writer, without waiting for it.
-
-        Retrievals noted while a count is pending join it: one transaction (one fsync) for
-        all of them, so a burst of queries does not queue a write each."""
-        with self._pending_lock:
-            self._recalls.append((nums, at))
-            if len(self._recalls) > 1:
-                return
-        self.writer.submit(self._apply_recalls)
-
-    def _apply_recalls(self) -> None:
-        with self._pending_lock:
-            pending, self._recalls = self._recalls, []
-        if pending:
-            nums = [n for batch, _ in pending for n in batch]
-            at = max(when for _, when in pending)
-            record_recall(self.journal, self.headers, nums, self.tiers, at)
-
-    def _facts_changed(self, memories: Sequence[Memory], always: bool = False) -> None:
-        if not always and all(memory_type(m) is not MemoryType.SEMANTIC for m in memories):
-            return
-        with self._pending_lock:
-            if self._persona_due:
-                return
-            self._persona_due = True
-        self.writer.submit(self._refresh_persona)
-
-    def _refresh_persona(self) -> None:
-        with self._pending_lock:
-            self._persona_due = False
-        refresh_persona(self.journal, self.headers, self.tiers)
 
     def catch_up(self) -> int:
         """Apply journal entries each projection has not applied; return how many were read."""
@@ -293,9 +187,8 @@ class Workspace:
         if entry.kind is LogKind.MEMORY_DELETE:
             for t in MemoryType:
                 self.vectors.remove(entry.seq, t, num)
-        elif "embedding" in entry.payload:
-            vec = np.asarray(entry.payload["embedding"], dtype=np.float32)[None, :]
-            self.vectors.add(entry.seq, mtype, [num], vec)
+        elif (vec := patch_embedding(entry.payload)) is not None:
+            self.vectors.add(entry.seq, mtype, [num], vec[None, :])
         else:
             self.vectors.mark_applied(entry.seq)
 
@@ -339,7 +232,7 @@ class Workspace:
 
     def _maybe_save(self, changes: int) -> None:
         self._unsaved += changes
-        if self._unsaved >= self.config.vectors_save_every:
+        if self._unsaved >= self.config.vectors.save_every:
             self.vectors.save()
             self._unsaved = 0
 
@@ -351,8 +244,8 @@ class Workspace:
 
     # -- maintenance -------------------------------------------------------------------------
 
-    def rebuild(self) -> dict[str, int]:
-        """Empty graph and vectors and recreate them from the journal (runs on the writer)."""
+    def rebuild(self) -> int:
+        """Empty graph and vectors and recreate them from the journal; entries replayed."""
         self.graph.clear()
         self._graph_seq = 0
         self.vectors.close()
@@ -361,33 +254,21 @@ class Workspace:
         replayed = self.catch_up()
         self.vectors.save()
         self._unsaved = 0
-        return {"replayed": replayed, **self.counts()}
+        return replayed
 
     def counts(self) -> dict[str, int]:
-        out = dict(self.journal.counts())
-        out.update(self.vectors.counts())
+        out = dict(self.vectors.counts())
         out.update({f"graph_{k}": v for k, v in self.graph.counts().items()})
         return out
 
     def close(self) -> None:
-        """Drain the writer, save vectors, close every store. Guarded per step and logged."""
-
-        def _final() -> None:
-            try:
-                self.vectors.save()
-            except MemorydError:
-                log.exception("user %s: saving vectors on close failed", self.user_id)
-
+        """Save the vectors and close both projections; each step guarded and logged."""
         try:
-            self.writer.call(_final)
-        finally:
-            self.writer.close()
-            for name, store in (
-                ("vectors", self.vectors),
-                ("graph", self.graph),
-                ("journal", self.journal),
-            ):
-                try:
-                    store.close()
-                except Exception:
-                    log.exception("user %s: closing %s failed", self.user_id, name)
+            self.vectors.save()
+        except MemorydError:
+            log.exception("user %s: saving vectors on close failed", self.user_id)
+        for name, store in (("vectors", self.vectors), ("graph", self.graph)):
+            try:
+                store.close()
+            except Exception:
+                log.exception("user %s: closing %s failed", self.user_id, name)

@@ -1,16 +1,18 @@
-"""Plain data records for turns and typed memories.
+"""The records and closed sets every layer of memoryd shares: a leaf that imports nothing of it.
 
-These are what the service passes between the router, the extractors and the stores. They carry
-no engine code: the journal serialises them with :func:`to_payload`/:func:`from_payload`, the
-graph maps them onto its schema.
+- Turns and the four memory types (:class:`Episode`, :class:`Fact`, :class:`Rule`,
+  :class:`Task`) with their parts: plain data, no engine code. The journal writes them as JSON
+  (:mod:`memoryd.store.codec`), the graph maps them onto its schema.
+- The :class:`Receipt` of an ingested turn (what it became, what it changed).
+- Every closed set of choices as a ``StrEnum`` whose values are the strings used in settings,
+  JSON and the journal (a setting's allowed values are its enum's members).
 """
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from datetime import datetime
-from enum import StrEnum
+from enum import IntEnum, StrEnum
 from typing import Any
 
 
@@ -162,6 +164,9 @@ class Fact:
     header: Header = field(default_factory=Header)
 
 
+OTHERWISE = "otherwise"  # the ``when`` of a rule's else-branch
+
+
 @dataclass
 class RuleNode:
     id: str
@@ -241,7 +246,6 @@ MEMORY_TYPE_OF: dict[type, MemoryType] = {
     Rule: MemoryType.PROCEDURAL,
     Task: MemoryType.WORKING,
 }
-MEMORY_CLASS_OF: dict[MemoryType, type] = {v: k for k, v in MEMORY_TYPE_OF.items()}
 
 
 def memory_type(memory: Memory) -> MemoryType:
@@ -255,71 +259,109 @@ def index_text(memory: Memory) -> str:
     return memory.text
 
 
-def to_payload(obj: Any) -> Any:
-    """Turn a record (or nested records) into JSON-ready data; datetimes become ISO strings."""
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_payload(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-    if isinstance(obj, datetime):
-        return obj.isoformat()
-    if isinstance(obj, list | tuple):
-        return [to_payload(v) for v in obj]
-    if isinstance(obj, dict):
-        return {k: to_payload(v) for k, v in obj.items()}
-    return obj
+# -- ingest receipts -------------------------------------------------------------------------
 
 
-def _dt(value: str | None) -> datetime | None:
-    return datetime.fromisoformat(value) if value else None
+@dataclass(frozen=True)
+class MemoryRef:
+    """A memory by id and type (what a turn became)."""
+
+    id: str
+    type: MemoryType
 
 
-def _header(data: dict[str, Any]) -> Header:
-    return Header(**{**data, "last_access": _dt(data.get("last_access"))})
+@dataclass(frozen=True)
+class Effect:
+    """One change a turn made to stored memory: ``effect`` is "superseded", "reinforced",
+    "completed" or "supported"; ``by`` the id of the record (or turn) that caused it."""
+
+    id: str
+    effect: str
+    by: str
 
 
-def _entity(data: dict[str, Any]) -> Entity:
-    return Entity(data["id"], data["name"], EntityType(data["type"]))
+@dataclass(frozen=True)
+class Receipt:
+    """What ingesting one turn did: its labels and confidence, how it was routed, the memories
+    stored from it and the stored memories it changed. The journal keeps the first receipt of
+    each turn id; a retry gets it back with ``duplicate`` set."""
+
+    turn_id: str
+    labels: tuple[Label, ...]
+    confidence: float
+    routed_by: RoutedBy
+    low_confidence: bool = False
+    memories: tuple[MemoryRef, ...] = ()
+    effects: tuple[Effect, ...] = ()
+    duplicate: bool = False
 
 
-def memory_from_payload(kind: MemoryType, data: dict[str, Any]) -> Memory:
-    """Inverse of :func:`to_payload` for the four memory classes."""
-    d = dict(data)
-    d["header"] = _header(d.get("header", {}))
-    if kind is MemoryType.EPISODIC:
-        d["ts"] = _dt(d["ts"])
-        d["event_time"] = _dt(d.get("event_time"))
-        d["mentions"] = [Mention(_entity(m["entity"]), m["role"]) for m in d.get("mentions", [])]
-        return Episode(**d)
-    if kind is MemoryType.SEMANTIC:
-        d["object"] = _entity(d["object"])
-        d["valid_from"], d["valid_to"] = _dt(d.get("valid_from")), _dt(d.get("valid_to"))
-        d["origin"] = Origin(d.get("origin", Origin.EXTRACTOR))
-        return Fact(**d)
-    if kind is MemoryType.PROCEDURAL:
-        d["nodes"] = [
-            RuleNode(**{**n, "kind": RuleNodeKind(n["kind"])}) for n in d.get("nodes", [])
-        ]
-        d["origin"] = Origin(d.get("origin", Origin.EXTRACTOR))
-        return Rule(**d)
-    d["due"] = _dt(d.get("due"))
-    d["states"] = [
-        State(**{**s, "status": TaskStatus(s["status"]), "ts": _dt(s["ts"])})
-        for s in d.get("states", [])
-    ]
-    d["origin"] = Origin(d.get("origin", Origin.EXTRACTOR))
-    return Task(**d)
+# -- tiers -----------------------------------------------------------------------------------
 
 
-def turn_from_payload(data: dict[str, Any]) -> Turn:
-    """Inverse of :func:`to_payload` for a :class:`Turn`."""
-    return Turn(
-        turn_id=data["turn_id"],
-        session_id=data["session_id"],
-        role=Role(data["role"]),
-        text=data["text"],
-        ts=datetime.fromisoformat(data["ts"]),
-        speaker=data.get("speaker"),
-        metadata=data.get("metadata") or {},
-        labels=tuple(Label(v) for v in data.get("labels", ())),
-        confidence=float(data.get("confidence", 0.0)),
-        routed_by=RoutedBy(data.get("routed_by", RoutedBy.CLASSIFIER)),
-    )
+class Tier(IntEnum):
+    """Where a record sits: the cache searched first, the buffer, the archive."""
+
+    CACHE = 1
+    BUFFER = 2
+    ARCHIVE = 3
+
+
+class ImportanceSource(StrEnum):
+    """Who set a record's importance: the heuristic, the LLM job, or a client (which wins)."""
+
+    HEURISTIC = "heuristic"
+    LLM = "llm"
+    API = "api"
+
+
+# -- closed sets of settings -----------------------------------------------------------------
+
+
+class LogLevel(StrEnum):
+    DEBUG = "debug"
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
+
+class GraphEngine(StrEnum):
+    """The Kùzu-family engine behind the graph store (:mod:`memoryd.store.graph`); the value is
+    the Python module to import (never both in one process)."""
+
+    LADYBUG = "ladybug"
+    KUZU = "kuzu"
+
+
+class LLMBackend(StrEnum):
+    """none (no LLM: deferral off), llamacpp (a local GGUF), openai (an OpenAI-compatible
+    server such as Ollama, llama-server or vLLM)."""
+
+    NONE = "none"
+    LLAMACPP = "llamacpp"
+    OPENAI = "openai"
+
+
+class Fusion(StrEnum):
+    """How a ranking's scores become fusable: by rank (reciprocal rank) or by min-max score."""
+
+    RRF = "rrf"
+    SCORE = "score"
+
+
+class SearchMode(StrEnum):
+    """Which tiers a query searches: ``tiered`` (tier 1, then 1+2 if that is not sufficient,
+    then everything), ``all`` (everything at once: the exhaustive search), ``tier1`` or
+    ``tier2`` (tier 1 only, tiers 1 and 2 only; for measurement)."""
+
+    TIERED = "tiered"
+    ALL = "all"
+    TIER1 = "tier1"
+    TIER2 = "tier2"
+
+
+class SufficiencyJudge(StrEnum):
+    """Who decides that a tier's hits suffice (see :mod:`memoryd.retrieve.sufficiency`)."""
+
+    SCORE = "score"
+    LLM = "llm"

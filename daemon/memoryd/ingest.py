@@ -1,0 +1,158 @@
+"""The one pipeline from a turn to typed memories, used by turn ingest, relabelling and the
+LLM abstraction pass alike.
+
+1. **Build** (:func:`build`): extract candidates from the turn's text and build the records its
+   labels ask for (:mod:`memoryd.memory.extract`, :mod:`memoryd.memory.build`).
+2. **Fold** (:func:`fold`), on the user's writer: canonicalise the records' entities against the
+   user's registry and consolidate them with what the memory already holds (a fact superseded,
+   a task completed, a rule supported). The decisions are data (:class:`Folded`): the journal
+   keeps them with the turn, so a rebuild replays them without deciding again.
+3. **Commit** (:meth:`memoryd.workspace.Workspace.commit_turns` and its siblings): journal, then
+   project onto the graph and vectors.
+
+A new turn is embedded and routed before step 1 (:func:`prepare`); a relabelled turn keeps its
+vector and takes the LLM's labels (:func:`relabelled`); an abstraction pass brings records an
+LLM derived from episodes and starts at step 2.
+
+    entry = prepare(turn, vector, routing)          # off the writer
+    entries = fold_entries([entry, ...], journal, resolver)   # on the writer
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from memoryd.memory import (
+    BatchView,
+    EntityResolver,
+    build_memories,
+    consolidate,
+    extract,
+)
+from memoryd.models import (
+    Effect,
+    Label,
+    Memory,
+    MemoryRef,
+    Receipt,
+    Role,
+    RoutedBy,
+    Turn,
+    memory_type,
+)
+from memoryd.store import Journal, Relabel, Routing, TurnEntry
+
+__all__ = ["Folded", "NewTurn", "build", "fold", "fold_entries", "prepare", "relabelled"]
+
+
+@dataclass(frozen=True)
+class NewTurn:
+    """A turn as a client sends it. ``turn_id`` defaults to a hash of session, role, ts, text."""
+
+    session_id: str
+    role: Role
+    text: str
+    ts: datetime | None = None
+    speaker: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    turn_id: str | None = None
+
+    def resolved_id(self) -> str:
+        if self.turn_id:
+            return self.turn_id
+        ts = self.ts.isoformat() if self.ts else ""
+        key = "\x1f".join((self.session_id, self.role.value, ts, self.text))
+        return "t_" + hashlib.sha256(key.encode()).hexdigest()[:24]
+
+
+@dataclass(frozen=True)
+class Folded:
+    """Records after :func:`fold`: those to store, the stored ones they change, what each change
+    was, and the names folded into known entities ({entity id: sorted names})."""
+
+    memories: list[Memory]
+    updates: list[Memory]
+    effects: list[Effect]
+    aliases: dict[str, list[str]]
+
+
+def build(turn: Turn) -> list[Memory]:
+    """The records ``turn``'s labels ask for, filled from its extraction (step 1)."""
+    return build_memories(turn, extract(turn.text, turn.ts))
+
+
+def refs(memories: Sequence[Memory]) -> tuple[MemoryRef, ...]:
+    return tuple(MemoryRef(m.id, memory_type(m)) for m in memories)
+
+
+def prepare(turn: Turn, vector: np.ndarray, routing: Routing) -> TurnEntry:
+    """A routed turn (labels, confidence and ``routed_by`` set) and its built records."""
+    memories = build(turn)
+    receipt = Receipt(
+        turn_id=turn.turn_id,
+        labels=turn.labels,
+        confidence=round(turn.confidence, 4),
+        routed_by=turn.routed_by,
+        low_confidence=routing.low_confidence,
+        memories=refs(memories),
+    )
+    return TurnEntry(turn, vector, memories, receipt, routing)
+
+
+def fold(
+    turn: Turn | None, memories: Sequence[Memory], view: BatchView, resolver: EntityResolver
+) -> Folded:
+    """Step 2 for one turn's records (or an abstraction batch's, ``turn`` None)."""
+    aliases = resolver.resolve_memories(memories)
+    result = consolidate(turn, memories, view)
+    names = {entity_id: sorted(found) for entity_id, found in aliases.items()}
+    return Folded(result.memories, result.updates, result.effects, names)
+
+
+def fold_entries(
+    entries: Sequence[TurnEntry], journal: Journal, resolver: EntityResolver
+) -> list[TurnEntry]:
+    """Fold each entry in order, each seeing what the ones before it did; the receipts list the
+    records stored and the effects."""
+    view = BatchView(journal)
+    out = []
+    for entry in entries:
+        folded = fold(entry.turn, entry.memories, view, resolver)
+        view.stage([*folded.memories, *folded.updates])
+        receipt = dataclasses.replace(
+            entry.receipt, memories=refs(folded.memories), effects=tuple(folded.effects)
+        )
+        out.append(
+            dataclasses.replace(
+                entry,
+                memories=folded.memories,
+                updates=folded.updates,
+                receipt=receipt,
+                aliases=folded.aliases,
+            )
+        )
+    return out
+
+
+def relabelled(
+    turn: Turn,
+    labels: tuple[Label, ...],
+    journal: Journal,
+    resolver: EntityResolver,
+    *,
+    source: str,
+    holdout: bool,
+    after_round: int,
+) -> Relabel:
+    """A deferred turn re-routed under the LLM's ``labels``: rebuilt and folded like a new turn,
+    against the stored memory without the turn's own records."""
+    turn = dataclasses.replace(turn, labels=labels, routed_by=RoutedBy.LLM)
+    folded = fold(turn, build(turn), BatchView(journal, turn.turn_id), resolver)
+    return Relabel(turn, folded.memories, source, holdout, after_round, updates=folded.updates)

@@ -1,0 +1,146 @@
+"""The tiered search: tier 1, then tiers 1-2, then everything, stopping at the first stage a
+sufficiency judge (:mod:`memoryd.retrieve.sufficiency`) calls enough. A tier's pool is searched
+exactly (every vector of the pool, BM25 restricted to it); everything is searched through the
+HNSW index and BM25 over all."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from memoryd.config import RetrievalConfig
+from memoryd.models import Episode, Fact, Memory, SearchMode, Tier
+from memoryd.retrieve.fusion import fuse
+from memoryd.retrieve.params import QueryParams
+from memoryd.retrieve.render import render_line
+from memoryd.retrieve.result import Item, QueryResult, Stores, item_of
+from memoryd.retrieve.sufficiency import Evidence, Stage, Sufficiency
+from memoryd.text import content_tokens
+
+__all__ = ["STAGES", "search_tiers"]
+
+# The pool of each stage: the deepest tier searched, None for everything (the archive is all).
+STAGES: dict[SearchMode, tuple[Tier | None, ...]] = {
+    SearchMode.TIERED: (Tier.CACHE, Tier.BUFFER, None),
+    SearchMode.ALL: (None,),
+    SearchMode.TIER1: (Tier.CACHE,),
+    SearchMode.TIER2: (Tier.BUFFER,),
+}
+
+
+def search_tiers(
+    stores: Stores,
+    vector: np.ndarray,
+    params: QueryParams,
+    mode: SearchMode,
+    config: RetrievalConfig,
+    judge: Sufficiency,
+) -> QueryResult:
+    """Rank the query's hits tier by tier, stopping at the first stage ``judge`` calls
+    sufficient (see the package docstring); the result traces every stage."""
+    stages = STAGES[mode]
+    if mode is SearchMode.TIERED and params.filtered:
+        # A filtered query asks for every memory that passes; a tier cannot say it has them all.
+        stages = STAGES[SearchMode.ALL]
+    store_size = stores.journal.live_count(params.types)
+    trace: list[dict[str, Any]] = []
+    items: list[Item] = []
+    searched = 0
+    counts: dict[str, tuple[int, int, int]] | None = None
+    for depth, deepest in enumerate(stages, start=1):
+        last = depth == len(stages)
+        pool = None if deepest is None else set(stores.headers.pool(deepest, params.types))
+        size = store_size if pool is None else len(pool)
+        step: dict[str, Any] = {"tier": int(deepest or Tier.ARCHIVE), "pool": size}
+        trace.append(step)
+        if searched and size == searched:
+            step["skipped"] = "adds no record to the pool searched before"
+            continue
+        words: dict[str, tuple[int, int]] = {}
+        if not last:
+            assert deepest is not None  # only a last stage searches everything
+            if counts is None:  # one pass over the index serves every stage
+                counts = stores.text.term_frequencies(content_tokens(params.query), params.types)
+            words = _words(counts, deepest)
+            before = Stage(params.query, params.k, [], words, store_size, size)
+            screened = judge.screen(before)
+            if screened is not None:
+                step.update(skipped=screened.why, value=screened.value)
+                continue
+        searched = size
+        fused, why, cosines = fuse(stores, vector, params, config, pool, deepest)
+        items = _hits(stores, fused, why, params)
+        step["hits"] = len(items)
+        if last:
+            filtered = stages is not STAGES[mode]
+            step["stop"] = (
+                "a filtered query searches every tier"
+                if filtered
+                else f"last stage (search: {mode.value})"
+            )
+            break
+        verdict = judge(_stage(params, items, cosines, words, store_size, size))
+        step.update(sufficient=verdict.sufficient, why=verdict.why, value=verdict.value)
+        if verdict.sufficient:
+            step["stop"] = f"{judge.name} sufficiency"
+            break
+    stopped_at = [s["tier"] for s in trace if "hits" in s][-1]
+    search = {"mode": mode.value, "stages": trace, "stopped_at": stopped_at}
+    return QueryResult(items=items, candidates=searched, search=search)
+
+
+def _words(counts: dict[str, tuple[int, int, int]], deepest: Tier) -> dict[str, tuple[int, int]]:
+    """Per content word of the query: records holding it in the store, and in the pool of
+    tiers 1 to ``deepest`` (``counts``: :meth:`Journal.term_frequencies`)."""
+    return {term: (c[0], c[int(deepest)]) for term, c in counts.items()}
+
+
+def _stage(
+    params: QueryParams,
+    items: list[Item],
+    cosines: dict[int, float],
+    words: dict[str, tuple[int, int]],
+    store_size: int,
+    pool_size: int,
+) -> Stage:
+    """What the sufficiency judge sees of a searched stage (:mod:`memoryd.retrieve.sufficiency`)."""
+    hits = [
+        Evidence(i.memory.text, render_line(i), i.memory.turn_id, cosines.get(i.num, 0.0))
+        for i in items
+        if i.hit
+    ]
+    return Stage(params.query, params.k, hits, words, store_size, pool_size)
+
+
+def _hits(
+    stores: Stores, fused: dict[int, float], why: dict[int, str], params: QueryParams
+) -> list[Item]:
+    """The best fused memories of ``params.k`` distinct turns, shadowed episodes dropped."""
+    ranked = sorted(fused, key=fused.__getitem__, reverse=True)
+    items: list[Item] = []
+    turns: set[str] = set()
+    while ranked and len(turns) < params.k:
+        batch, ranked = ranked[: params.k * 2], ranked[params.k * 2 :]
+        stored = stores.journal.memories_by_num(batch)
+        for n in batch:
+            if n not in stored or (_superseded(stored[n].memory) and not params.history):
+                continue
+            turn_id = stored[n].memory.turn_id
+            if len(turns) >= params.k and turn_id not in turns:
+                break
+            items.append(item_of(stored[n], fused[n], why[n]))
+            turns.add(turn_id)
+    return _without_shadowed_episodes(items)
+
+
+def _without_shadowed_episodes(items: list[Item]) -> list[Item]:
+    """Drop an episode whose turn is also among the items as a fact, rule or task: the typed
+    record says the same thing with more structure, and one turn should not fill two slots."""
+    typed = {i.memory.turn_id for i in items if not isinstance(i.memory, Episode)}
+    return [i for i in items if not isinstance(i.memory, Episode) or i.memory.turn_id not in typed]
+
+
+def _superseded(memory: Memory) -> bool:
+    """A fact whose validity a later one closed: history, not an answer (unless asked)."""
+    return isinstance(memory, Fact) and memory.valid_to is not None

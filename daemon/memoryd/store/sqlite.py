@@ -1,0 +1,140 @@
+"""One user's journal file: the SQLite connections, pragmas and transactions its stores share.
+
+Several stores keep tables in this one file (:class:`memoryd.store.journal.Journal`,
+:class:`memoryd.store.headers.HeaderStore`, :class:`memoryd.store.router_state.RouterStore`).
+Each takes the :class:`Database`, applies its own schema on open (``CREATE … IF NOT EXISTS``,
+then its migrations and backfills) and writes only its own tables; reads may join the tables of
+another store of the file.
+
+- Durability: WAL, ``synchronous=FULL``; a committed transaction is on disk.
+- Writes: :meth:`Database.transaction` on the one write connection, ``BEGIN IMMEDIATE`` …
+  ``COMMIT`` (or ``ROLLBACK`` and :class:`JournalError`). A transaction opened inside another
+  joins it, so the caller that opens the outer one makes several stores' writes atomic. Only the
+  user's writer thread writes (the caller guarantees it).
+- Reads: :meth:`Database.read` on a connection of the calling thread's own, which WAL lets run
+  beside the writer.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from memoryd.errors import ClosedError, JournalError
+
+__all__ = ["Database", "Migration", "placeholders"]
+
+log = logging.getLogger(__name__)
+
+Migration = tuple[str, str, str]
+"""A column added after its table first shipped: (table, column, ALTER TABLE statement)."""
+
+
+def placeholders(count: int) -> str:
+    """``?, ?, ?`` for an ``IN (…)`` of ``count`` values."""
+    return ",".join("?" * count)
+
+
+class Database:
+    """The journal file of one user. ``close()`` closes every connection it opened."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._local = threading.local()
+        self._closed = False
+        self._connections: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._depth = 0  # open transactions on the write connection (nested ones join)
+        self.writer = self._connect()
+
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=FULL")
+            conn.execute("PRAGMA busy_timeout=5000")
+            conn.execute("PRAGMA foreign_keys=ON")
+        except sqlite3.Error as exc:
+            raise JournalError(f"cannot open {self.path}: {exc}") from exc
+        with self._lock:
+            self._connections.append(conn)
+        return conn
+
+    def apply(
+        self, schema: str, migrations: Sequence[Migration] = (), backfills: Sequence[str] = ()
+    ) -> None:
+        """Create a store's tables if missing (each statement is idempotent), then add the
+        columns its migrations name and run its backfills (each safe to repeat) in one
+        transaction."""
+        if self._closed:
+            raise ClosedError("journal")
+        try:
+            self.writer.executescript(schema)
+        except sqlite3.Error as exc:
+            raise JournalError(f"cannot create the tables of {self.path}: {exc}") from exc
+        with self.transaction() as conn:
+            for table, column, statement in migrations:
+                columns = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+                if column not in columns:
+                    conn.execute(statement)
+                    log.info("journal migrated: added %s.%s", table, column)
+            for statement in backfills:
+                conn.execute(statement)
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction; inside another one, part of it (see the module docstring)."""
+        if self._closed:
+            raise ClosedError("journal")
+        conn = self.writer
+        if self._depth:
+            self._depth += 1
+            try:
+                yield conn
+            finally:
+                self._depth -= 1
+            return
+        self._depth = 1
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            yield conn
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            conn.execute("ROLLBACK")
+            raise JournalError(f"write failed: {exc}") from exc
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        finally:
+            self._depth = 0
+
+    def read(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        """Rows of one query, on this thread's read connection; JournalError on failure."""
+        conn = self._reader()
+        try:
+            return conn.execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            log.error("journal query failed: %s params=%s", sql.split("\n")[0], str(params)[:80])
+            raise JournalError(f"read failed: {exc}") from exc
+
+    def _reader(self) -> sqlite3.Connection:
+        if self._closed:
+            raise ClosedError("journal")
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = self._connect()
+        return conn
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with self._lock:
+            for conn in self._connections:
+                conn.close()
+            self._connections.clear()

@@ -1,0 +1,221 @@
+"""One user's workspace: the stores of the user, the writer they share, and every per-user
+command and piece of per-user state, so that closing a workspace frees all of it.
+
+    ws = Workspace("alice", data_dir / "users" / "alice", shared)   # opens, replays
+    ws.ingest([NewTurn(...)], now)          # route, build, fold, journal, project
+    ws.recall(vector, params, retriever)    # tiered retrieval; recalls counted after
+    ws.edits.create_task("call the dentist", due, None, now)
+    ws.tiers.reshuffle(now)
+    ws.close()
+
+All writes run on the workspace's :class:`SerialWriter` (one writer per user: the graph engine
+allows one write transaction, SQLite one writer per file). A write journals first, in one
+transaction across the stores of the journal file (:mod:`memoryd.workspace.writes`); the graph
+and vectors catch up after it (:mod:`memoryd.workspace.projection`). The workspace's parts, one
+subject each:
+
+- :mod:`~memoryd.workspace.writes`: the journal writes and their projection;
+- :mod:`~memoryd.workspace.edits`: memory edits, facts, tasks, feedback, expiry;
+- :mod:`~memoryd.workspace.tiering`: recalls, the persona, reshuffles, LLM importance;
+- :mod:`~memoryd.workspace.routing`: the user's router head, LLM labels, training rounds;
+- :mod:`~memoryd.workspace.abstraction`: the LLM abstraction pass over new episodes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections import Counter
+from collections.abc import Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+
+from memoryd.config import Config
+from memoryd.encoder import Encoder
+from memoryd.ingest import NewTurn, fold_entries, prepare
+from memoryd.llm import LLM
+from memoryd.memory import EntityResolver
+from memoryd.models import Receipt, Turn
+from memoryd.retrieve import QueryParams, QueryResult, Retriever, Stores
+from memoryd.router import SelfEnhancingRouter
+from memoryd.store import Database, HeaderStore, Journal, RouterStore, TextSearch, TurnEntry
+from memoryd.workspace.abstraction import abstract_user
+from memoryd.workspace.edits import MemoryEdits, MemoryPatch, UndoneFact
+from memoryd.workspace.projection import Projection
+from memoryd.workspace.routing import LABEL_OUTCOMES, UserRouter
+from memoryd.workspace.tiering import UserTiers
+from memoryd.workspace.writes import Writes
+from memoryd.writer import SerialWriter
+
+__all__ = ["LABEL_OUTCOMES", "MemoryPatch", "Shared", "UndoneFact", "Workspace"]
+
+log = logging.getLogger(__name__)
+
+JOURNAL_FILE = "journal.sqlite"
+
+
+@dataclass(frozen=True)
+class Shared:
+    """What every user's workspace uses and no user owns: the settings, the encoder, the
+    self-enhancing router's shared part and the LLM (None: no LLM)."""
+
+    config: Config
+    encoder: Encoder
+    router: SelfEnhancingRouter
+    llm: LLM | None
+
+
+class Workspace:
+    """The stores, writer, commands and state of one user (see the module docstring).
+
+    Parameters: ``user_id`` (already validated), ``directory`` (``<data_dir>/users/<user_id>``),
+    ``shared`` (settings and collaborators). Opening replays whatever the projections have not
+    applied yet (``replayed_on_open`` counts the entries).
+    """
+
+    def __init__(self, user_id: str, directory: Path, shared: Shared) -> None:
+        self.user_id = user_id
+        self.directory = directory
+        self.shared = shared
+        directory.mkdir(parents=True, exist_ok=True)
+        self.db = Database(directory / JOURNAL_FILE)
+        self.journal = Journal(self.db)
+        self.headers = HeaderStore(self.db)
+        self.router_state = RouterStore(self.db)
+        self.text = TextSearch(self.db)
+        self.writer = SerialWriter(user_id)
+        self.projection = Projection(
+            user_id, directory, shared.config, shared.encoder.dim, self.journal
+        )
+        self.tiers = UserTiers(self)
+        self.writes = Writes(self)
+        self.edits = MemoryEdits(self)
+        self.router = UserRouter(self, shared.router)
+        self.replayed_on_open = self.writer.call(self.projection.catch_up)
+
+    @property
+    def config(self) -> Config:
+        return self.shared.config
+
+    @property
+    def stores(self) -> Stores:
+        """The read side of the user's stores, as retrieval takes them."""
+        p = self.projection
+        return Stores(self.journal, p.graph, p.vectors, self.headers, self.text)
+
+    @cached_property
+    def entities(self) -> EntityResolver:
+        """The user's entity registry, loaded on first use (writer thread only)."""
+        return EntityResolver(
+            self.journal.known_entities(),
+            self.shared.encoder.embed,
+            threshold=self.config.memory.entity_threshold,
+        )
+
+    # -- ingest and recall -------------------------------------------------------------------
+
+    def ingest(self, turns: Sequence[NewTurn], now: datetime) -> list[Receipt]:
+        """Route, build and durably store ``turns``; one receipt per turn, in order.
+
+        A turn id already stored (or repeated in the batch) gets its first receipt back with
+        ``duplicate`` set and writes nothing. Turns sent without a time keep the request's
+        order: 1 µs apart from ``now``."""
+        ids = [t.resolved_id() for t in turns]
+        receipts = self.journal.receipts(ids)
+        prepared: dict[str, TurnEntry] = {}
+        for i, (new, turn_id) in enumerate(zip(turns, ids, strict=True)):
+            if turn_id not in receipts and turn_id not in prepared:
+                prepared[turn_id] = self._prepare(new, turn_id, now + timedelta(microseconds=i))
+        committed: set[str] = set()
+        if prepared:
+            entries = list(prepared.values())
+            committed, stored = self.writer.call(lambda: self._commit_new(entries))
+            receipts.update(stored)
+        out = []
+        for turn_id in ids:
+            out.append(dataclasses.replace(receipts[turn_id], duplicate=turn_id not in committed))
+            committed.discard(turn_id)
+        return out
+
+    def _prepare(self, new: NewTurn, turn_id: str, arrival: datetime) -> TurnEntry:
+        vector = self.shared.encoder.embed(new.text)
+        decision, routing = self.router.route(vector, new.text)
+        turn = Turn(
+            turn_id=turn_id,
+            session_id=new.session_id,
+            role=new.role,
+            text=new.text,
+            ts=new.ts or arrival,
+            speaker=new.speaker,
+            metadata=dict(new.metadata),
+            labels=decision.labels,
+            confidence=decision.confidence,
+            routed_by=decision.routed_by,
+        )
+        return prepare(turn, vector, routing)
+
+    def _commit_new(self, entries: list[TurnEntry]) -> tuple[set[str], dict[str, Receipt]]:
+        """On the writer: skip ids journaled since the caller looked, fold the rest against the
+        stored memories and commit them. Returns the committed ids and the receipt of every
+        entry (the first receipts of the skipped ones)."""
+        stored = self.journal.receipts([e.turn.turn_id for e in entries])
+        fresh = [e for e in entries if e.turn.turn_id not in stored]
+        if fresh:
+            fresh = fold_entries(fresh, self.journal, self.entities)
+            self.writes.turns(fresh)
+        return {e.turn.turn_id for e in fresh}, stored | {e.turn.turn_id: e.receipt for e in fresh}
+
+    @property
+    def has_deferred(self) -> bool:
+        """Whether turns of this user wait for the LLM labeller."""
+        return self.router_state.next_due() is not None
+
+    def recall(
+        self,
+        vector: np.ndarray,
+        params: QueryParams,
+        retriever: Retriever,
+        executor: Executor | None = None,
+    ) -> QueryResult:
+        """Retrieve for ``params`` (``vector`` embeds its text or anchor), put the live headers
+        on the items, and count the hits as recalled (after the reply) unless asked not to."""
+        result = retriever.retrieve(self.stores, vector, params, executor)
+        self.tiers.put_live_headers({i.num: i.memory for i in result.items})
+        hits = [i.num for i in result.items if i.hit]
+        if params.recall and hits:
+            self.tiers.note_recall(hits, params.reference_time())
+        return result
+
+    def abstract(self, llm: LLM) -> Counter[str]:
+        """One run of the LLM abstraction operators over new episodes (on the writer)."""
+        return self.writer.call(lambda: abstract_user(self, llm, self.config))
+
+    # -- maintenance -------------------------------------------------------------------------
+
+    def rebuild(self) -> dict[str, int]:
+        """Recreate the graph and vectors from the journal (on the writer)."""
+        replayed = self.writer.call(self.projection.rebuild)
+        return {"replayed": replayed, **self.counts()}
+
+    def counts(self) -> dict[str, int]:
+        return dict(self.journal.counts()) | self.projection.counts()
+
+    def save(self) -> None:
+        """Persist the vectors if anything changed since the last save (on the writer)."""
+        self.writer.call(self.projection.save)
+
+    def close(self) -> None:
+        """Drain the writer, save vectors, close every store. Guarded per step and logged."""
+        try:
+            self.writer.close()
+        finally:
+            self.projection.close()
+            try:
+                self.db.close()
+            except Exception:
+                log.exception("user %s: closing the journal failed", self.user_id)
