@@ -3,8 +3,9 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.config import SETTINGS, default_toml, load_config
+from memoryd.config import default_toml, load_config
 from memoryd.errors import ConfigError
+from memoryd.settings import SETTINGS
 
 REPO = Path(__file__).resolve().parents[1]
 TOML = REPO / "config" / "memoryd.toml"

@@ -14,7 +14,8 @@ from memoryd.app import create_app
 from memoryd.errors import InvalidInputError
 from memoryd.ingest import NewTurn
 from memoryd.models import MemoryType, Role
-from memoryd.retrieve import QueryParams, QueryResult, time_window
+from memoryd.retrieve import QueryParams, QueryResult
+from memoryd.retrieve.focus import time_window
 from memoryd.service import MemoryService
 
 TOKEN = "test-token"

@@ -24,7 +24,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from memoryd.cli import eval_facts, main
+from memoryd.cli import main
+from memoryd.cli.evals import eval_facts
 from memoryd.encoder import Encoder
 from memoryd.errors import ConflictError
 from memoryd.eval.facts import (

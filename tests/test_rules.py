@@ -17,8 +17,9 @@ from memoryd.memory.abstract import _rule as aproc_rule
 from memoryd.memory.build import build_memories
 from memoryd.memory.extract import extract
 from memoryd.models import Episode, Label, MemoryType, Role, Rule, RuleNodeKind, Turn
-from memoryd.retrieve import Item, QueryParams, Stores, render_line
+from memoryd.retrieve import Item, QueryParams, Stores
 from memoryd.retrieve.expand import matching_rules
+from memoryd.retrieve.render import render_line
 from memoryd.schemas.replies import ItemReply
 from memoryd.service import MemoryService
 from memoryd.store.codec import memory_from_payload, to_payload

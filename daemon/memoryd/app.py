@@ -18,10 +18,17 @@ from prometheus_client.registry import Collector
 from starlette.concurrency import run_in_threadpool
 
 from memoryd import __version__
-from memoryd.api import errors
-from memoryd.api.auth import BearerAuth, Secret, load_or_create_token
-from memoryd.api.middleware import BodyLimitMiddleware, Metrics, MetricsMiddleware
-from memoryd.api.routes import ops_router, v1_router
+from memoryd.api import (
+    BearerAuth,
+    BodyLimitMiddleware,
+    Metrics,
+    MetricsMiddleware,
+    Secret,
+    install_error_handlers,
+    load_or_create_token,
+    ops_router,
+    v1_router,
+)
 from memoryd.config import Config
 from memoryd.jobs import Jobs
 from memoryd.service import MemoryService
@@ -142,7 +149,7 @@ def create_app(
         app.state.service = service
     app.state.metrics.registry.register(StoreSizeCollector(app))
     app.state.metrics.registry.register(RouterCollector(app))
-    errors.install(app)
+    install_error_handlers(app)
     app.include_router(ops_router())
     app.include_router(
         v1_router(), dependencies=[Depends(BearerAuth(token if config.auth.enabled else None))]

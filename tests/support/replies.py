@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from memoryd.models import Memory, Receipt
-from memoryd.schemas import (
+from memoryd.schemas.replies import (
     FactList,
     MemoryPageReply,
     MemoryReply,

@@ -34,8 +34,6 @@ __all__ = [
     "LABEL_SCHEMA",
     "LLM",
     "SUFFICIENT",
-    "LlamaCppLLM",
-    "OpenAICompatLLM",
     "Prompt",
     "importance_prompt",
     "importance_schema",

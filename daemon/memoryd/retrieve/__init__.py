@@ -35,9 +35,8 @@ import numpy as np
 from memoryd.config import RetrievalConfig
 from memoryd.models import SearchMode
 from memoryd.retrieve.expand import expand
-from memoryd.retrieve.focus import TimeWindow, time_window
 from memoryd.retrieve.params import MAX_ANCHOR_CHARS, MAX_NAME_CHARS, MAX_NAMES, QueryParams
-from memoryd.retrieve.render import render_context, render_line
+from memoryd.retrieve.render import render_context
 from memoryd.retrieve.result import Item, QueryResult, Stores
 from memoryd.retrieve.search import search_tiers
 from memoryd.retrieve.sufficiency import LLMSufficiency, ScoreSufficiency, Sufficiency
@@ -55,10 +54,7 @@ __all__ = [
     "ScoreSufficiency",
     "Stores",
     "Sufficiency",
-    "TimeWindow",
     "render_context",
-    "render_line",
-    "time_window",
 ]
 
 

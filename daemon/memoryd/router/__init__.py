@@ -1,7 +1,7 @@
 """Self-enhancement router (HGP §3.1): classifier head, routing decisions, training rounds and
 the per-user loop that defers unsure turns to an LLM and learns from its labels."""
 
-from memoryd.router.enhance import SelfEnhancingRouter, UserHead, retry_at, tau
+from memoryd.router.enhance import SelfEnhancingRouter, UserHead, retry_at
 from memoryd.router.head import RouterHead, f1_scores
 from memoryd.router.router import (
     RouteDecision,
@@ -26,6 +26,5 @@ __all__ = [
     "in_pool_holdout",
     "label_matrix",
     "retry_at",
-    "tau",
     "train_round",
 ]

@@ -5,7 +5,6 @@ reply bodies built from its typed results (:mod:`~memoryd.schemas.replies`)."""
 from memoryd.schemas.replies import (
     DeletedMemory,
     FactList,
-    FactReply,
     HealthReply,
     IngestReply,
     MemoryPageReply,
@@ -20,7 +19,6 @@ from memoryd.schemas.replies import (
     TierStatusReply,
     TurnDetail,
     TurnPageReply,
-    TurnReply,
     UndoneFactReply,
     UserCounts,
     UserRemoved,
@@ -39,7 +37,6 @@ from memoryd.schemas.requests import (
 __all__ = [
     "DeletedMemory",
     "FactList",
-    "FactReply",
     "FeedbackIn",
     "HealthReply",
     "IngestReply",
@@ -61,7 +58,6 @@ __all__ = [
     "TurnDetail",
     "TurnIn",
     "TurnPageReply",
-    "TurnReply",
     "UndoneFactReply",
     "UserCounts",
     "UserRemoved",

@@ -1,0 +1,450 @@
+"""The daemon and the commands that work on its data directory in-process: serve, ingest,
+query, rebuild, the router / memory / tiers groups, export, import and doctor."""
+
+from __future__ import annotations
+
+import ctypes
+import ipaddress
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+from pydantic import BaseModel
+from tqdm import tqdm
+
+from memoryd import __version__
+from memoryd.cli.base import (
+    config_options,
+    domain_errors,
+    load,
+    open_service,
+    search_option,
+    setup_logging,
+)
+from memoryd.config import default_config_path
+from memoryd.errors import ConfigError
+from memoryd.ingest import NewTurn
+from memoryd.models import LogLevel, SearchMode
+from memoryd.retrieve import QueryParams, render_context
+from memoryd.schemas import FactList, QueryReply, TaskList, TurnIn, dump
+from memoryd.service import MemoryService
+from memoryd.settings import SETTINGS
+
+# -- serve ---------------------------------------------------------------------------------
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _limit_malloc_arenas(arenas: int = 2) -> None:
+    """Cap glibc's malloc arenas (as MALLOC_ARENA_MAX does) unless the environment sets them.
+
+    glibc gives busy threads arenas of their own (up to 8 per core) and keeps what they freed:
+    with the request thread pool, the graph readers and onnxruntime that is tens of MB of RSS
+    on a board with little memory to spare.
+    """
+    if "MALLOC_ARENA_MAX" in os.environ:
+        return
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return  # not glibc: nothing to cap
+    m_arena_max = -8
+    libc.mallopt(m_arena_max, arenas)
+
+
+@click.command()
+@config_options
+@click.option("--host", help="Address to bind (default 127.0.0.1).")
+@click.option("--port", type=int, help="Port (default 8765; 0 picks a free one).")
+@click.option("--log-level", type=click.Choice([level.value for level in LogLevel]))
+@domain_errors
+def serve(
+    config_path: Path | None,
+    data_dir: Path | None,
+    model_dir: Path | None,
+    host: str | None,
+    port: int | None,
+    log_level: str | None,
+) -> None:
+    """Run the HTTP daemon (bearer token in <data-dir>/token, created on first start)."""
+    import uvicorn
+
+    from memoryd.app import create_app
+
+    config = load(
+        config_path,
+        data_dir=data_dir,
+        model_dir=model_dir,
+        host=host,
+        port=port,
+        log_level=log_level,
+    )
+    if not config.auth.enabled and not _is_loopback(config.host):
+        raise ConfigError("host", config.host, "a non-loopback bind needs auth.enabled = true")
+    setup_logging(config.log_level)
+    _limit_malloc_arenas()
+    app = create_app(config)
+    uvicorn.run(app, host=config.host, port=config.port, log_level=config.log_level)
+
+
+# -- ingest / query ------------------------------------------------------------------------
+
+
+def _jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    with path.open() as f:
+        for number, line in enumerate(f, 1):
+            if line.strip():
+                try:
+                    yield number, json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise click.ClickException(f"{path}:{number}: not JSON ({exc.msg})") from exc
+
+
+def _turn_from_line(path: Path, number: int, data: dict[str, Any]) -> NewTurn:
+    try:
+        return TurnIn.model_validate(data).to_new_turn()
+    except ValueError as exc:
+        first = str(exc).splitlines()[1:3]
+        raise click.ClickException(f"{path}:{number}: {' '.join(first)}") from exc
+
+
+def _ingest_batches(
+    service: MemoryService, user_id: str, turns: list[NewTurn], batch: int, label: str
+) -> tuple[int, int]:
+    added = duplicates = 0
+    with tqdm(total=len(turns), desc=label, unit="turn", file=sys.stderr) as bar:
+        for start in range(0, len(turns), batch):
+            receipts = service.ingest(user_id, turns[start : start + batch])
+            dup = sum(r.duplicate for r in receipts)
+            added, duplicates = added + len(receipts) - dup, duplicates + dup
+            bar.update(len(receipts))
+    return added, duplicates
+
+
+@click.command()
+@config_options
+@click.argument("path", type=click.Path(path_type=Path, exists=True, dir_okay=False))
+@click.option("--user", "user_id", help="User to ingest into (jsonl; prefix for locomo).")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["jsonl", "locomo"]),
+    default="jsonl",
+    show_default=True,
+    help="jsonl: one turn object per line. locomo: the LoCoMo file, one user per conversation.",
+)
+@click.option("--batch", type=click.IntRange(1, 256), default=64, show_default=True)
+@domain_errors
+def ingest(
+    config_path: Path | None,
+    data_dir: Path | None,
+    model_dir: Path | None,
+    path: Path,
+    user_id: str | None,
+    fmt: str,
+    batch: int,
+) -> None:
+    """Ingest turns from PATH.
+
+    \b
+    jsonl:  {"session_id": "s1", "role": "user", "text": "...", "ts": "2024-05-08T13:56:00Z"}
+            (also turn_id, speaker, metadata; --user is required)
+    locomo: turn_id = dia_id, session dates parsed; users are named <prefix>-<sample_id>
+            (prefix = --user, default "locomo")
+    """
+    config = load(config_path, data_dir=data_dir, model_dir=model_dir)
+    with open_service(config) as service:
+        if fmt == "locomo":
+            from memoryd.eval import load_locomo
+
+            for conv in load_locomo(path):
+                uid = f"{user_id or 'locomo'}-{conv.sample_id}"
+                added, dup = _ingest_batches(service, uid, conv.turns, batch, uid)
+                click.echo(f"{uid}: {added} turns added, {dup} already present")
+            return
+        if not user_id:
+            raise click.UsageError("--user is required for jsonl input")
+        turns = [_turn_from_line(path, n, d) for n, d in _jsonl(path)]
+        added, dup = _ingest_batches(service, user_id, turns, batch, user_id)
+        click.echo(f"{user_id}: {added} turns added, {dup} already present")
+
+
+@click.command()
+@config_options
+@click.argument("text")
+@click.option("--user", "user_id", required=True)
+@click.option("-k", "--k", type=click.IntRange(1, 200), default=10, show_default=True)
+@click.option("--entity", "entities", multiple=True, help="Only memories about this name.")
+@click.option("--person", "people", multiple=True, help="Only memories about this person.")
+@click.option("--when", help="Only episodes in this time: 'last Friday', 'two weeks ago'.")
+@click.option("--before", help="Episodes before this event (text or episode id).")
+@click.option("--after", help="Episodes after this event (text or episode id).")
+@search_option
+@click.option("--json", "as_json", is_flag=True, help="Print the full JSON reply.")
+@domain_errors
+def query(
+    config_path: Path | None,
+    data_dir: Path | None,
+    model_dir: Path | None,
+    text: str,
+    user_id: str,
+    k: int,
+    entities: tuple[str, ...],
+    people: tuple[str, ...],
+    when: str | None,
+    before: str | None,
+    after: str | None,
+    search: str | None,
+    as_json: bool,
+) -> None:
+    """Ask USER's memory TEXT; print the rendered context (or --json, with the tier trace)."""
+    params = QueryParams(
+        query=text,
+        k=k,
+        entities=entities,
+        people=people,
+        when=when,
+        before=before,
+        after=after,
+        search=SearchMode(search) if search else None,
+    )
+    config = load(config_path, data_dir=data_dir, model_dir=model_dir)
+    with open_service(config) as service:
+        result = service.query(user_id, params)
+        if as_json:
+            click.echo(dump(QueryReply.of(text, result)))
+        else:
+            click.echo(render_context(result) or "(nothing recalled)")
+
+
+# -- maintenance ---------------------------------------------------------------------------
+
+
+@click.command()
+@config_options
+@click.option("--user", "user_id", required=True)
+@domain_errors
+def rebuild(
+    config_path: Path | None, data_dir: Path | None, model_dir: Path | None, user_id: str
+) -> None:
+    """Recreate USER's graph and vector index from the journal."""
+    config = load(config_path, data_dir=data_dir, model_dir=model_dir)
+    with open_service(config) as service:
+        counts = service.rebuild(user_id)
+    click.echo(json.dumps(counts, indent=2))
+
+
+@click.group()
+def router() -> None:
+    """Inspect and steer a user's self-enhancing router (the daemon must be stopped).
+
+    \b
+    memoryd router status --user alice      round, tau_t, pool, queue, LLM share, validation
+    memoryd router label --user alice       label the queued turns now with the configured LLM
+    memoryd router train --user alice       run a training round now
+    memoryd router rollback --user alice    route with the previous accepted head again
+    """
+
+
+def _echo(result: BaseModel | dict[str, Any]) -> None:
+    """A reply model as the API sends it, or a report, as indented JSON."""
+    click.echo(dump(result) if isinstance(result, BaseModel) else json.dumps(result, indent=2))
+
+
+def _user_command(
+    group: click.Group, name: str, summary: str, call: Callable[[Any, str], Any]
+) -> None:
+    """A ``group`` subcommand that opens the data directory and prints ``call(service, user)``."""
+
+    @group.command(name, help=summary)
+    @config_options
+    @click.option("--user", "user_id", required=True)
+    @domain_errors
+    def command(
+        config_path: Path | None, data_dir: Path | None, model_dir: Path | None, user_id: str
+    ) -> None:
+        config = load(config_path, data_dir=data_dir, model_dir=model_dir)
+        with open_service(config) as service:
+            _echo(call(service, user_id))
+
+
+_user_command(
+    router,
+    "status",
+    "Show USER's router: round, tau_t, pool, queue, LLM share per round, last validation.",
+    lambda service, user: service.router_status(user),
+)
+_user_command(
+    router,
+    "label",
+    "Label USER's queued turns now with the configured LLM (waits out retry backoffs).",
+    lambda service, user: service.label_now(user),
+)
+_user_command(
+    router,
+    "train",
+    "Run a training round for USER now (its head is used only if validation accepts it).",
+    lambda service, user: service.train_router(user),
+)
+_user_command(
+    router,
+    "rollback",
+    "Route USER with the previous accepted head again.",
+    lambda service, user: service.rollback_router(user),
+)
+
+
+@click.group()
+def memory() -> None:
+    """Read a user's typed memory structures (the daemon must be stopped).
+
+    \b
+    memoryd memory facts --user alice      facts, current and superseded (with validity)
+    memoryd memory tasks --user alice      tasks with their state trajectories
+    memoryd memory abstract --user alice   run the LLM abstraction over new episodes now
+    """
+
+
+_user_command(
+    memory,
+    "facts",
+    "Print USER's facts: current ones and those a later fact superseded (current: false).",
+    lambda service, user: FactList.of(service.list_facts(user, history=True)),
+)
+_user_command(
+    memory,
+    "tasks",
+    "Print USER's tasks with their trajectories (pending, done, cancelled, expired).",
+    lambda service, user: TaskList.of(service.list_tasks(user, ())),
+)
+_user_command(
+    memory,
+    "abstract",
+    "Derive facts and rules from USER's new episodes with the configured LLM now.",
+    lambda service, user: service.abstract_now(user),
+)
+
+
+@click.group()
+def tiers() -> None:
+    """Inspect and run a user's memory tiers (the daemon must be stopped).
+
+    \b
+    memoryd tiers status --user alice       tier sizes, persona and drift, recent moves
+    memoryd tiers reshuffle --user alice    re-score and re-place the records now
+    memoryd tiers importance --user alice   rate a batch of records' importance with the LLM
+
+    Tier 1 holds the last tiers.recent_sessions sessions and the tiers.cache_size best scored
+    records, tier 2 the next tiers.buffer_size, tier 3 everything (see memoryd.tiers).
+    """
+
+
+_user_command(
+    tiers,
+    "status",
+    "Show USER's tier sizes, persona profile and drift, last reshuffle and recent moves.",
+    lambda service, user: service.tiers_status(user),
+)
+_user_command(
+    tiers,
+    "reshuffle",
+    "Re-score USER's active records and place them in tiers 1-3 now.",
+    lambda service, user: service.reshuffle(user),
+)
+_user_command(
+    tiers,
+    "importance",
+    "Replace the heuristic importance of a batch of USER's records with the LLM's rating.",
+    lambda service, user: {"scored": service.score_importance(user)},
+)
+
+
+@click.command("export")
+@config_options
+@click.option("--user", "user_id", required=True)
+@click.option("--out", type=click.Path(path_type=Path, dir_okay=False), help="Default: stdout.")
+@domain_errors
+def export_cmd(
+    config_path: Path | None,
+    data_dir: Path | None,
+    model_dir: Path | None,
+    user_id: str,
+    out: Path | None,
+) -> None:
+    """Write USER's journal as versioned JSONL (header line, then every entry)."""
+    config = load(config_path, data_dir=data_dir, model_dir=model_dir)
+    with open_service(config) as service:
+        stream = out.open("w") if out else sys.stdout
+        try:
+            for record in service.export_user(user_id):
+                stream.write(json.dumps(record) + "\n")
+        finally:
+            if out:
+                stream.close()
+
+
+@click.command("import")
+@config_options
+@click.argument("path", type=click.Path(path_type=Path, exists=True, dir_okay=False))
+@click.option("--user", "user_id", help="Target user (default: the user named in the export).")
+@domain_errors
+def import_cmd(
+    config_path: Path | None,
+    data_dir: Path | None,
+    model_dir: Path | None,
+    path: Path,
+    user_id: str | None,
+) -> None:
+    """Load an export made by `memoryd export` into a user with no data."""
+    records = (d for _, d in _jsonl(path))
+    header = next(records, None)
+    if header is None:
+        raise click.ClickException(f"{path} is empty")
+    target = user_id or header.get("user_id")
+    if not target:
+        raise click.UsageError("the export names no user: pass --user")
+    config = load(config_path, data_dir=data_dir, model_dir=model_dir)
+    with open_service(config) as service:
+        counts = service.import_user(target, _with_first(header, records))
+    click.echo(json.dumps({"user_id": target, **counts}, indent=2))
+
+
+def _with_first(first: dict[str, Any], rest: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    yield first
+    yield from rest
+
+
+@click.command()
+@config_options
+@domain_errors
+def doctor(config_path: Path | None, data_dir: Path | None, model_dir: Path | None) -> None:
+    """Print every setting (value, source, meaning) and check what the daemon needs."""
+    from memoryd.doctor import run_checks
+
+    path = config_path or default_config_path()
+    config = load(config_path, data_dir=data_dir, model_dir=model_dir)
+    click.echo(f"memoryd {__version__}; config file: {path or '(none)'}\n")
+    for setting in SETTINGS:
+        value = config.value(setting.name)
+        if setting.name == "auth.token" and value:
+            value = "***"
+        source = "env" if setting.env in os.environ else "default/file"
+        click.echo(f"  {setting.name:32} = {value!s:24} [{source}] {setting.help}")
+    click.echo("")
+    problems = 0
+    for ok, what, why in run_checks(config):
+        problems += not ok
+        click.echo(f"  [{'ok' if ok else 'MISSING'}] {what}" + ("" if ok else f" — {why}"))
+    if problems:
+        raise click.ClickException(f"{problems} problem(s) found")
