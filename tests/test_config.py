@@ -1,11 +1,14 @@
+import dataclasses
 import tomllib
+from enum import StrEnum
 from pathlib import Path
 
 import pytest
 
-from memoryd.config import default_toml, load_config
+from memoryd.config import SECTIONS, Config, TierConfig, default_toml, load_config
 from memoryd.errors import ConfigError
-from memoryd.settings import SETTINGS
+from memoryd.models import GraphEngine
+from memoryd.settings import SETTINGS, Setting
 
 REPO = Path(__file__).resolve().parents[1]
 TOML = REPO / "config" / "memoryd.toml"
@@ -86,3 +89,34 @@ def test_default_file_is_generated_from_the_table() -> None:
 def test_token_hidden_in_repr() -> None:
     config = load_config(None, {"MEMORYD_AUTH_TOKEN": "s3cret"}, {})
     assert "s3cret" not in repr(config)
+
+
+def test_each_typed_config_is_its_section_of_the_table() -> None:
+    tables: dict[str, list[Setting]] = {}
+    for setting in SETTINGS:
+        table, _, key = setting.name.rpartition(".")
+        tables.setdefault(table, []).append(setting)
+    assert [f.name for f in dataclasses.fields(Config)] == [s.name for s in tables.pop("")] + [
+        cls.NAME for cls in SECTIONS
+    ]
+    assert [cls.NAME for cls in SECTIONS] == list(tables)
+    for cls in SECTIONS:
+        settings = tables[cls.NAME]
+        assert [f.name for f in dataclasses.fields(cls)] == [
+            s.name.rpartition(".")[2] for s in settings
+        ], cls.__name__
+        for f, setting in zip(dataclasses.fields(cls), settings, strict=True):
+            assert f.type == type(setting.default).__name__, setting.name
+            assert f.default is dataclasses.MISSING, f"{setting.name}: a default of its own"
+            assert f.default_factory is dataclasses.MISSING, setting.name
+
+
+def test_closed_sets_of_values_are_enums() -> None:
+    for setting in SETTINGS:
+        if setting.choices:
+            kind = type(setting.default)
+            assert issubclass(kind, StrEnum), setting.name
+            assert all(type(c) is kind for c in setting.choices), setting.name
+    config = load_config(None, {"MEMORYD_GRAPH_ENGINE": "kuzu"}, {})
+    assert config.graph.engine is GraphEngine.KUZU
+    assert TierConfig.defaults(cache_size=3).cache_size == 3
