@@ -94,7 +94,7 @@ def test_token_hidden_in_repr() -> None:
 def test_each_typed_config_is_its_section_of_the_table() -> None:
     tables: dict[str, list[Setting]] = {}
     for setting in SETTINGS:
-        table, _, key = setting.name.rpartition(".")
+        table = setting.name.rpartition(".")[0]
         tables.setdefault(table, []).append(setting)
     assert [f.name for f in dataclasses.fields(Config)] == [s.name for s in tables.pop("")] + [
         cls.NAME for cls in SECTIONS
