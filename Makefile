@@ -78,6 +78,7 @@ $(ROUTER_HEAD) &: $(MODELS)/router_seed.jsonl $(MODELS)/minilm-l6-v2-int8.onnx $
 lint: install
 	$(BIN)/ruff check daemon tests scripts
 	$(BIN)/ruff format --check daemon tests scripts
+	$(BIN)/mypy
 	$(BIN)/hadolint Dockerfile.arm64
 
 # Asks PyPI whether every runtime dependency has an aarch64 wheel (network: not part of test).

@@ -136,7 +136,7 @@ class Encoder:
         }
         (states,) = session.run(["last_hidden_state"], feeds)
         # No padding, so every token counts: mean pooling is a plain mean over the sequence.
-        pooled = states[0].mean(axis=0, dtype=np.float32)
+        pooled: np.ndarray = states[0].mean(axis=0, dtype=np.float32)
         return pooled / max(float(np.linalg.norm(pooled)), 1e-12)
 
     def close(self) -> None:

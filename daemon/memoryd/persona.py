@@ -57,11 +57,10 @@ def build_persona(weighted: Sequence[tuple[float, np.ndarray]], top: Sequence[Fa
 
 def drift(current: np.ndarray | None, anchor: np.ndarray | None) -> float:
     """‖current − anchor‖₂, a missing vector being the zero vector."""
-    if current is None and anchor is None:
-        return 0.0
-    if current is None or anchor is None:
-        present = current if current is not None else anchor
-        return float(np.linalg.norm(present))
+    if current is None:
+        return 0.0 if anchor is None else float(np.linalg.norm(anchor))
+    if anchor is None:
+        return float(np.linalg.norm(current))
     return float(np.linalg.norm(np.asarray(current) - np.asarray(anchor)))
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Iterable, Iterator
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -83,9 +84,9 @@ def import_records(ws: Workspace, records: Iterable[dict[str, Any]]) -> int:
     applied = 0
     for record in records:
         if record.get("kind") == HEADERS_RECORD:
-            ws.writer.call(lambda r=record: ws.headers.restore(r["headers"]))
+            ws.writer.call(partial(ws.headers.restore, record["headers"]))
         else:
-            ws.writer.call(lambda r=record: _import_record(ws, r))
+            ws.writer.call(partial(_import_record, ws, record))
         applied += 1
     return applied
 

@@ -510,10 +510,7 @@ class MemoryService:
 
     def open_counts(self) -> dict[str, dict[str, int]]:
         """Store sizes of the users whose stores are open now (for /metrics)."""
-        return {
-            ws.user_id: ws.journal.counts() | ws.projection.vectors.counts()
-            for ws in self.users.open_workspaces()
-        }
+        return {ws.user_id: ws.counts(graph=False) for ws in self.users.open_workspaces()}
 
     # -- export / import ---------------------------------------------------------------------
 

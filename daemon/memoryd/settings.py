@@ -42,11 +42,11 @@ class Setting:
 
 
 def _positive(v: Any) -> bool:
-    return v > 0
+    return bool(v > 0)
 
 
 def _fraction(v: Any) -> bool:
-    return 0.0 <= v <= 1.0
+    return bool(0.0 <= v <= 1.0)
 
 
 SETTINGS: tuple[Setting, ...] = (

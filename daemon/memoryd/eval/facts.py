@@ -42,7 +42,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from tqdm import tqdm
@@ -334,7 +334,7 @@ class Report:
         facts: Counter[str] = Counter()
         matched: Counter[str] = Counter()
         for result in self.results:
-            hit = result.matches(self.threshold).any(axis=1)
+            hit = cast(np.ndarray, result.matches(self.threshold).any(axis=1))
             for fact, ok in zip(result.facts, hit, strict=True):
                 facts[getattr(fact, key)] += 1
                 matched[getattr(fact, key)] += int(ok)

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from tqdm import tqdm
@@ -75,7 +76,7 @@ def parse_evidence(items: Sequence[str]) -> tuple[list[str], list[str]]:
     return list(dict.fromkeys(ids)), dropped
 
 
-def _session_turns(conv: dict, number: int, start: datetime) -> list[NewTurn]:
+def _session_turns(conv: dict[str, Any], number: int, start: datetime) -> list[NewTurn]:
     turns = []
     for i, raw in enumerate(conv[f"session_{number}"]):
         text = raw["text"]

@@ -282,7 +282,9 @@ class LoopReport:
         return "\n".join(lines)
 
 
-def _scores(head: RouterHead, threshold: float, x: np.ndarray, texts: list[str], y: np.ndarray):
+def _scores(
+    head: RouterHead, threshold: float, x: np.ndarray, texts: list[str], y: np.ndarray
+) -> dict[str, float]:
     return f1_scores(y, decide(head, x, texts, threshold))
 
 

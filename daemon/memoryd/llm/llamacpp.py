@@ -158,7 +158,7 @@ class LlamaCppLLM:
     def _grammar(self, schema: dict[str, Any]) -> Any:
         key = schema_key(schema)
         if key not in self._grammars:
-            from llama_cpp import LlamaGrammar
+            from llama_cpp.llama_grammar import LlamaGrammar
 
             try:
                 self._grammars[key] = LlamaGrammar.from_json_schema(json.dumps(schema), False)

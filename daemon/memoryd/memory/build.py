@@ -258,14 +258,14 @@ def _tasks(turn: Turn, extraction: Extraction) -> list[Memory]:
         )
         task_id = memory_id("task", turn.turn_id, "task", i)
         tasks.append(Task(task_id, turn.turn_id, c.title, c.text, due=c.due, states=[state]))
-    for i, c in enumerate(extraction.completions):
+    for i, done in enumerate(extraction.completions):
         state = State(
             memory_id("st", turn.turn_id, "completion_state", i),
             TaskStatus.DONE,
-            c.ts,
+            done.ts,
             note="reported done",
             turn_id=turn.turn_id,
         )
         task_id = memory_id("task", turn.turn_id, "completion", i)
-        tasks.append(Task(task_id, turn.turn_id, c.action, c.text, states=[state]))
+        tasks.append(Task(task_id, turn.turn_id, done.action, done.text, states=[state]))
     return tasks

@@ -1360,7 +1360,7 @@ def _requested_reminder(
 def _is_need_task(s: str, m: re.Match[str], upcoming: bool) -> bool:
     """ "I need to call mom" is a to-do; "I have to say…", "I should have…" are not, and "I
     should…" is one only with a time to do it by."""
-    first = re.match(r"[\w']*", m["what"].lower())[0]
+    first = re.match(r"[\w']*", m["what"].lower())[0]  # type: ignore[index]  # [\w']* always matches
     if (m["should"] and not upcoming) or not _opens_clause(s, m.start()):
         return False
     return first not in NOT_TASKS and not _CONDITIONAL.search(s, 0, m.start())
@@ -1412,9 +1412,9 @@ def _completions(sentence: _Sentence, times: list[TimeMention], now: datetime) -
         what = _strip_times(sentence, m.start("what"), m.end("what"), times)
         out.extend(Completion(a, ts, s) for a in _actions(COMPLETION_VERBS[_verb(m)], what))
     if not out:
-        m = _C_DONE_WITH.search(s) or _C_DONE_SUFFIX.match(s)
-        if m and not _CONDITIONAL.search(s, 0, m.start()):
-            what = _strip_times(sentence, m.start("what"), m.end("what"), times)
+        done = _C_DONE_WITH.search(s) or _C_DONE_SUFFIX.match(s)
+        if done and not _CONDITIONAL.search(s, 0, done.start()):
+            what = _strip_times(sentence, done.start("what"), done.end("what"), times)
             if not _NOT_DONE.intersection(what.lower().split()):
                 out.extend(Completion(a, ts, s) for a in _actions("finish", what))
     return out

@@ -154,13 +154,12 @@ def focus_of(stores: Stores, params: QueryParams, limit: int) -> Focus:
     if window is not None:
         focus.window = window
         focus.in_window = _episodes_in(stores, window, limit)
-        note = f"in {window.describe()}"
-        focus.lift(dict.fromkeys(focus.in_window, (0.0, note)))
+        focus.lift(dict.fromkeys(focus.in_window, (0.0, f"in {window.describe()}")))
     elif QUERY_TIME_WEIGHT > 0 and MemoryType.EPISODIC in params.types:
         window = time_window(params.query, now)
         if window is not None:
-            note = (QUERY_TIME_WEIGHT, f"in {window.describe()}")
-            focus.lift(dict.fromkeys(_episodes_in(stores, window, limit), note))
+            lift = (QUERY_TIME_WEIGHT, f"in {window.describe()}")
+            focus.lift(dict.fromkeys(_episodes_in(stores, window, limit), lift))
     return focus
 
 

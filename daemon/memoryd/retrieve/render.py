@@ -3,7 +3,7 @@ API, the CLI and the LLM sufficiency judge."""
 
 from __future__ import annotations
 
-from memoryd.models import OTHERWISE, Episode, Fact, MemoryType, Rule, Task, TaskStatus
+from memoryd.models import OTHERWISE, Episode, Fact, MemoryType, Rule, TaskStatus
 from memoryd.retrieve.result import Item, QueryResult
 
 __all__ = ["SECTION_TITLES", "render_context", "render_line"]
@@ -37,13 +37,11 @@ def render_line(item: Item) -> str:
         if "branch" in item.detail:
             line += f" [applies: {item.detail['branch'] or 'none'}]"
         return line
-    if isinstance(memory, Task):
-        due = f" (due {memory.due.strftime('%Y-%m-%d %H:%M')})" if memory.due else ""
-        if memory.status is TaskStatus.PENDING or not memory.states:
-            return f"[{memory.status.value}] {memory.title}{due}"
-        when = memory.states[-1].ts.strftime("%Y-%m-%d %H:%M")
-        return f"[{memory.status.value} {when}] {memory.title}{due}"
-    return memory.text
+    due = f" (due {memory.due.strftime('%Y-%m-%d %H:%M')})" if memory.due else ""
+    if memory.status is TaskStatus.PENDING or not memory.states:
+        return f"[{memory.status.value}] {memory.title}{due}"
+    when = memory.states[-1].ts.strftime("%Y-%m-%d %H:%M")
+    return f"[{memory.status.value} {when}] {memory.title}{due}"
 
 
 def render_context(result: QueryResult) -> str:

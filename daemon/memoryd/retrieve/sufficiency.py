@@ -78,7 +78,8 @@ class Sufficiency(Protocol):
     skips the stage (not sufficient, no search), None searches it. ``__call__`` judges the
     stage's hits."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def screen(self, stage: Stage) -> Verdict | None: ...
 

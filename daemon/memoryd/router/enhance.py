@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
@@ -44,8 +44,13 @@ from memoryd.store import Journal, RoundKind, RoundRecord, RouterStore, Routing
 __all__ = ["SelfEnhancingRouter", "UserHead", "retry_at", "tau"]
 
 T = TypeVar("T")
-Write = Callable[[Callable[[], T]], T]
-"""Runs a journal write on the user's writer thread (``SerialWriter.call``)."""
+
+
+class Write(Protocol):
+    """Runs a journal write on the user's writer thread (``SerialWriter.call``)."""
+
+    def __call__(self, fn: Callable[[], T]) -> T: ...
+
 
 RECENT_ROUNDS = 10
 
@@ -59,7 +64,7 @@ def retry_at(settings: RouterConfig, attempts: int, now: float) -> float | None:
     """When to try labelling again after ``attempts`` failed attempts; None: give up."""
     if attempts >= settings.max_attempts:
         return None
-    return now + settings.retry_backoff * 2 ** (attempts - 1)
+    return now + settings.retry_backoff * 2.0 ** (attempts - 1)
 
 
 @dataclass(frozen=True)

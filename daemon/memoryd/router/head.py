@@ -20,6 +20,7 @@ import io
 import logging
 from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -63,7 +64,7 @@ class RouterHead:
 
     @property
     def input_dim(self) -> int:
-        return self.layers[0][0].shape[0]
+        return int(self.layers[0][0].shape[0])
 
     @property
     def hidden(self) -> int:
@@ -88,13 +89,13 @@ class RouterHead:
         for i, (w, b) in enumerate(self.layers):
             arrays[f"w{i}"], arrays[f"b{i}"] = w, b
         buffer = io.BytesIO()
-        np.savez(
-            buffer,
-            format=np.array(HEAD_FORMAT),
-            labels=np.array([str(label) for label in LABELS]),
-            temperature=np.array(self.temperature),
+        contents: dict[str, Any] = {
+            "format": np.array(HEAD_FORMAT),
+            "labels": np.array([str(label) for label in LABELS]),
+            "temperature": np.array(self.temperature),
             **arrays,
-        )
+        }
+        np.savez(buffer, **contents)
         return buffer.getvalue()
 
     @classmethod

@@ -153,7 +153,8 @@ def _shorten(value: Any) -> Any:
 
 def _rows(result: Any) -> list[list[Any]]:
     try:
-        return result.get_all()
+        rows: list[list[Any]] = result.get_all()
+        return rows
     finally:
         result.close()
 
@@ -880,7 +881,9 @@ class GraphStore:
     def counts(self) -> dict[str, int]:
         """Nodes per table (``Turn``, ``Episode``, ``Entity``, ``User``, ``Rule``, ``RuleNode``,
         ``Task``, ``State``) and fact edges (``FACT``), all from one committed state."""
-        statements = [(f"MATCH (n:{table}) RETURN count(n)", {}) for table in _COUNTED_TABLES]
+        statements: list[tuple[str, dict[str, Any]]] = [
+            (f"MATCH (n:{table}) RETURN count(n)", {}) for table in _COUNTED_TABLES
+        ]
         statements.append(("MATCH ()-[f:FACT]->() RETURN count(f)", {}))
         results = self._read_all("counts", statements)
         return {

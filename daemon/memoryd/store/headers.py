@@ -209,7 +209,7 @@ class HeaderStore:
         sessions: Sequence[str] | None = None,
     ) -> list[HeaderRow]:
         """Headers of live memories, in ``tiers``, with ``nums`` and in ``sessions`` when given."""
-        where, params = "", []
+        where, params = "", list[Any]()
         if tiers is not None:
             where += f" AND h.tier IN ({placeholders(len(tiers))})"
             params += [int(t) for t in tiers]

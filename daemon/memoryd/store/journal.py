@@ -376,7 +376,7 @@ class Journal:
         self, session_id: str | None, limit: int, after_seq: int = 0
     ) -> list[tuple[int, Turn]]:
         """Turns in journal order after ``after_seq`` (optionally one session), with their seq."""
-        where, params = "t.seq > ?", [after_seq]
+        where, params = "t.seq > ?", list[Any]([after_seq])
         if session_id is not None:
             where += " AND t.session_id = ?"
             params.append(session_id)
@@ -413,7 +413,7 @@ class Journal:
 
     # -- reads: memories ---------------------------------------------------------------------
 
-    def _stored(self, row: sqlite3.Row) -> StoredMemory:
+    def _stored(self, row: Sequence[Any]) -> StoredMemory:
         num, kind, payload, session_id, ts = row
         mtype = MemoryType(kind)
         memory = memory_from_payload(mtype, json.loads(payload))

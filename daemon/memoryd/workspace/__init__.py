@@ -202,8 +202,10 @@ class Workspace:
         replayed = self.writer.call(self.projection.rebuild)
         return {"replayed": replayed, **self.counts()}
 
-    def counts(self) -> dict[str, int]:
-        return dict(self.journal.counts()) | self.projection.counts()
+    def counts(self, graph: bool = True) -> dict[str, int]:
+        """Items per store: journal, vectors and (unless ``graph`` is false: it takes a graph
+        read) graph."""
+        return self.journal.counts() | self.projection.counts(graph)
 
     def save(self) -> None:
         """Persist the vectors if anything changed since the last save (on the writer)."""

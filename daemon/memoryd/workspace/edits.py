@@ -98,9 +98,9 @@ class MemoryEdits:
 
         def write() -> Task:
             stored = self.ws.journal.memory(task.id)
-            if stored is not None and not isinstance(stored.memory, Task):
-                raise ConflictError(f"{task.id} names a {stored.type.value} memory")
             if stored is not None:
+                if not isinstance(stored.memory, Task):
+                    raise ConflictError(f"{task.id} names a {stored.type.value} memory")
                 return stored.memory
             new = NewMemory(task, API_SESSION, now, vector)
             self.ws.writes.change(MemoryChange("task_created", task.id, created=[new]))
@@ -136,7 +136,7 @@ class MemoryEdits:
         """Expire the pending tasks more than ``after`` past due; returns how many."""
 
         def write() -> int:
-            tasks = expired(self.ws.journal.open_tasks(), now, after)
+            tasks: list[Memory] = list(expired(self.ws.journal.open_tasks(), now, after))
             if tasks:
                 self.ws.writes.change(MemoryChange("expiry", self.ws.user_id, updates=tasks))
             return len(tasks)

@@ -256,9 +256,10 @@ class Projection:
         self._unsaved = 0
         return replayed
 
-    def counts(self) -> dict[str, int]:
+    def counts(self, graph: bool = True) -> dict[str, int]:
         out = dict(self.vectors.counts())
-        out.update({f"graph_{k}": v for k, v in self.graph.counts().items()})
+        if graph:
+            out.update({f"graph_{k}": v for k, v in self.graph.counts().items()})
         return out
 
     def close(self) -> None:
