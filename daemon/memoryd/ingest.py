@@ -7,8 +7,8 @@ LLM abstraction pass alike.
    user's registry and consolidate them with what the memory already holds (a fact superseded,
    a task completed, a rule supported). The decisions are data (:class:`Folded`): the journal
    keeps them with the turn, so a rebuild replays them without deciding again.
-3. **Commit** (:meth:`memoryd.workspace.Workspace.commit_turns` and its siblings): journal, then
-   project onto the graph and vectors.
+3. **Commit** (:class:`memoryd.workspace.writes.Writes`): journal, in one transaction across the
+   stores of the journal file, then project onto the graph and vectors.
 
 A new turn is embedded and routed before step 1 (:func:`prepare`); a relabelled turn keeps its
 vector and takes the LLM's labels (:func:`relabelled`); an abstraction pass brings records an

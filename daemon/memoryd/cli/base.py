@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import wraps
@@ -75,3 +76,14 @@ search_option = click.option(
     help="Tiers to search: tiered (1, then 1+2, then all, until sufficient), all (exhaustive),"
     " tier1, tier2. Default: the tiers.search setting.",
 )
+
+
+@contextmanager
+def scratch_service(
+    config_path: Path | None, data_dir: Path | None, model_dir: Path | None
+) -> Iterator[MemoryService]:
+    """A service on ``data_dir``, or on a temporary data directory removed afterwards (evals)."""
+    with tempfile.TemporaryDirectory(prefix="memoryd-eval-") as tmp:
+        config = load(config_path, data_dir=data_dir or Path(tmp), model_dir=model_dir)
+        with open_service(config) as service:
+            yield service

@@ -8,7 +8,13 @@ from typing import Any
 
 import click
 
-from memoryd.cli.base import config_options, domain_errors, load, open_service, search_option
+from memoryd.cli.base import (
+    config_options,
+    domain_errors,
+    load,
+    scratch_service,
+    search_option,
+)
 from memoryd.config import Config
 from memoryd.models import SearchMode
 
@@ -48,16 +54,12 @@ def eval_locomo(
 
     Each conversation goes into a fresh user in a temporary data directory (or --data-dir).
     """
-    import tempfile
-
     from memoryd.eval import run_locomo
 
     k_values = _parse_ks(ks)
-    with tempfile.TemporaryDirectory(prefix="memoryd-eval-") as tmp:
-        config = load(config_path, data_dir=data_dir or Path(tmp), model_dir=model_dir)
-        with open_service(config) as service:
-            mode = SearchMode(search) if search else None
-            report = run_locomo(service, path, k_values, limit=conversations, search=mode)
+    with scratch_service(config_path, data_dir, model_dir) as service:
+        mode = SearchMode(search) if search else None
+        report = run_locomo(service, path, k_values, limit=conversations, search=mode)
     _write_out(report.format(), out)
 
 
@@ -108,16 +110,12 @@ def eval_longmemeval(
     Skipped (counted in the report, not ingested): abstention questions (question_id with
     "_abs") and questions whose answer is in no user turn (e.g. single-session-assistant).
     """
-    import tempfile
-
     from memoryd.eval import run_longmemeval
 
     k_values = _parse_ks(ks)
-    with tempfile.TemporaryDirectory(prefix="memoryd-eval-") as tmp:
-        config = load(config_path, data_dir=data_dir or Path(tmp), model_dir=model_dir)
-        with open_service(config) as service:
-            options = {"search": SearchMode(search)} if search else None
-            report = run_longmemeval(service, path, k_values, limit=limit, query_options=options)
+    with scratch_service(config_path, data_dir, model_dir) as service:
+        options = {"search": SearchMode(search)} if search else None
+        report = run_longmemeval(service, path, k_values, limit=limit, query_options=options)
     _write_out(report.format(), out)
 
 
@@ -171,14 +169,10 @@ def eval_facts(
     0.70: pairs just above it read mostly right, near 0.67 half are topical neighbours
     (how it was chosen: memoryd/eval/facts.py).
     """
-    import tempfile
-
     from memoryd.eval import run_facts
 
-    with tempfile.TemporaryDirectory(prefix="memoryd-eval-") as tmp:
-        config = load(config_path, data_dir=data_dir or Path(tmp), model_dir=model_dir)
-        with open_service(config) as service:
-            report = run_facts(service, path, threshold, conversations, with_llm)
+    with scratch_service(config_path, data_dir, model_dir) as service:
+        report = run_facts(service, path, threshold, conversations, with_llm)
     click.echo(report.format(show))
     if json_out:
         json_out.parent.mkdir(parents=True, exist_ok=True)

@@ -8,7 +8,7 @@ from memoryd.llm.base import Prompt, schema_problem
 
 # ------------------------------------------------------------------------- turn labelling
 
-# The router's labels (memoryd.memory.models.LABELS; a test keeps the two equal).
+# The router's labels (memoryd.models.LABELS; a test keeps the two equal).
 LABEL_NAMES: tuple[str, ...] = ("episodic", "semantic", "procedural", "working", "fragmented")
 FRAGMENTED = "fragmented"
 # Longest turn text put into a labelling prompt; the rest is cut (a label needs the gist only).

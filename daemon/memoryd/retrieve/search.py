@@ -92,7 +92,7 @@ def search_tiers(
 
 def _words(counts: dict[str, tuple[int, int, int]], deepest: Tier) -> dict[str, tuple[int, int]]:
     """Per content word of the query: records holding it in the store, and in the pool of
-    tiers 1 to ``deepest`` (``counts``: :meth:`Journal.term_frequencies`)."""
+    tiers 1 to ``deepest`` (``counts``: :meth:`TextSearch.term_frequencies`)."""
     return {term: (c[0], c[int(deepest)]) for term, c in counts.items()}
 
 

@@ -16,7 +16,7 @@ turns among the hits):
   the pool, so the best hit of any pool scores the same. An absolute evidence score (the share
   of query words the best hit holds, averaged with its cosine) separated the questions tier 1
   could answer from the others less well: at ≤ 1 point of recall@10 lost on LoCoMo it saved
-  5 % of candidates, the word share 10 % (numbers in the issue-5 closing note).
+  5 % of candidates, the word share 10 % (``docs/decisions.md``, "Word-share sufficiency judge").
 - :class:`LLMSufficiency` (``llm``): the LLM reads the query and the hits and answers with a
   trigger token, ``{"verdict": "sufficient"}`` or ``{"verdict": "search_more"}`` (schema
   constrained). A failed call says "search more": a missing answer must not hide the archive.
@@ -35,9 +35,9 @@ from memoryd.llm import LLM, SUFFICIENT, sufficiency_prompt, sufficiency_schema
 
 log = logging.getLogger(__name__)
 
-DEFAULT_THRESHOLD = 0.8
 # A pool smaller than this many records per hit asked for is not searched alone: at k = 50 the
-# deep ranks of a 160-record tier lost 1.9 points of LoCoMo recall@50 (see ScoreSufficiency).
+# deep ranks of a small pool lost 1.9 points of LoCoMo recall@50 (``docs/decisions.md``, "Ten
+# records per hit before a pool may suffice").
 MIN_POOL_PER_HIT = 10
 
 
@@ -109,7 +109,7 @@ def _short(stage: Stage) -> Verdict | None:
 
 @dataclass(frozen=True)
 class ScoreSufficiency:
-    threshold: float = DEFAULT_THRESHOLD
+    threshold: float
     name: str = "score"
 
     def screen(self, stage: Stage) -> Verdict | None:
