@@ -11,13 +11,15 @@ and (a), (b) again over HTTP against a real `memoryd serve` process, then the ra
   query p50 / encoder p50         target <= 4 (at 10k)
 plus batch ingest throughput (turns/s at batch 128, over HTTP) and the daemon's RSS (target
 <= 350 MB at 10k turns, no LLM). Turn texts come from LoCoMo (read in place, never copied) when
-the file is present, else from a synthetic generator.
+the file is present, else from a synthetic generator. Settings come from the environment as for
+the daemon: ``MEMORYD_GRAPH_BUFFER_POOL_SIZE=134217728 make bench`` benchmarks a 128 MiB pool.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sqlite3
 import sys
@@ -227,7 +229,8 @@ def main() -> None:
     sizes = [int(s) for s in args.sizes.split(",")]
     with tempfile.TemporaryDirectory(prefix="memoryd-bench-") as tmp:
         root = Path(tmp)
-        config = load_config(None, {}, {"data_dir": root / "svc", "model_dir": REPO / "models"})
+        overrides = {"data_dir": root / "svc", "model_dir": REPO / "models"}
+        config = load_config(None, os.environ, overrides)  # MEMORYD_* as for the daemon
         service = MemoryService.from_config(config)
         server = ServerProcess(root / "http", REPO / "models")
         client = server.client(timeout=120)

@@ -88,10 +88,10 @@ class Workspace:
         self.headers = HeaderStore(self.db)
         self.router_state = RouterStore(self.db)
         self.text = TextSearch(self.db)
-        self.writer = SerialWriter(user_id)
         self.projection = Projection(
             user_id, directory, shared.config, shared.encoder.dim, self.journal
         )
+        self.writer = SerialWriter(user_id)
         self.tiers = UserTiers(self)
         self.writes = Writes(self)
         self.edits = MemoryEdits(self)
