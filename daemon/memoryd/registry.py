@@ -71,7 +71,7 @@ class Registry:
         with self._lock:
             slot.leases -= 1
             if slot.leases == 0 and slot.workspace is None:
-                del self._slots[user_id]  # it failed to open: nothing to keep
+                del self._slots[user_id]  # closed, or it never opened: nothing to keep
 
     def _evict(self) -> None:
         """Close least-recently-used idle workspaces beyond ``max_open``."""
