@@ -88,7 +88,7 @@ def build(turn: Turn) -> list[Memory]:
     return build_memories(turn, extract(turn.text, turn.ts))
 
 
-def refs(memories: Sequence[Memory]) -> tuple[MemoryRef, ...]:
+def _refs(memories: Sequence[Memory]) -> tuple[MemoryRef, ...]:
     return tuple(MemoryRef(m.id, memory_type(m)) for m in memories)
 
 
@@ -101,7 +101,7 @@ def prepare(turn: Turn, vector: np.ndarray, routing: Routing) -> TurnEntry:
         confidence=round(turn.confidence, 4),
         routed_by=turn.routed_by,
         low_confidence=routing.low_confidence,
-        memories=refs(memories),
+        memories=_refs(memories),
     )
     return TurnEntry(turn, vector, memories, receipt, routing)
 
@@ -127,7 +127,7 @@ def fold_entries(
         folded = fold(entry.turn, entry.memories, view, resolver)
         view.stage([*folded.memories, *folded.updates])
         receipt = dataclasses.replace(
-            entry.receipt, memories=refs(folded.memories), effects=tuple(folded.effects)
+            entry.receipt, memories=_refs(folded.memories), effects=tuple(folded.effects)
         )
         out.append(
             dataclasses.replace(

@@ -18,13 +18,13 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
-import numpy as np
-
 from memoryd.errors import InvalidInputError
 from memoryd.store import (
     LogKind,
     TurnEntry,
     change_of_payload,
+    decode_embedding,
+    encode_embedding,
     memory_of_record,
     patch_embedding,
     receipt_of_payload,
@@ -65,7 +65,7 @@ def export_records(
         if entry.kind is LogKind.TURN:
             found = ws.journal.turn(entry.ref)
             if found is not None:
-                record["embedding"] = _b64(found[1])
+                record["embedding"] = base64.b64encode(encode_embedding(found[1])).decode()
                 record["reply"] = receipt_payload(found[2])
         yield record
     yield {"kind": HEADERS_RECORD, "headers": ws.headers.export()}
@@ -96,7 +96,7 @@ def _import_record(ws: Workspace, record: dict[str, Any]) -> None:
     payload = record["payload"]
     if kind is LogKind.TURN:
         turn, memories = turn_of_payload(payload)
-        embedding = np.frombuffer(base64.b64decode(record["embedding"]), dtype=np.float32).copy()
+        embedding = decode_embedding(base64.b64decode(record["embedding"]))
         entry = TurnEntry(
             turn,
             embedding,
@@ -116,7 +116,3 @@ def _import_record(ws: Workspace, record: dict[str, Any]) -> None:
         )
     else:
         ws.writes.delete(record["ref"])
-
-
-def _b64(vec: np.ndarray) -> str:
-    return base64.b64encode(np.asarray(vec, dtype=np.float32).tobytes()).decode()

@@ -13,6 +13,8 @@ graph and vector projections of it. Nothing here imports above :mod:`memoryd.mod
 
 from memoryd.store.codec import (
     change_of_payload,
+    decode_embedding,
+    encode_embedding,
     memory_of_record,
     patch_embedding,
     receipt_of_payload,
@@ -70,6 +72,8 @@ __all__ = [
     "VectorStore",
     "Written",
     "change_of_payload",
+    "decode_embedding",
+    "encode_embedding",
     "match_expression",
     "memory_of_record",
     "patch_embedding",

@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterator, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -78,7 +78,7 @@ from memoryd.store.records import (
     TurnEntry,
     Written,
 )
-from memoryd.store.sqlite import Database, Migration, placeholders
+from memoryd.store.sqlite import Database, Migration, placeholders, utc_now
 
 __all__ = ["Journal"]
 
@@ -133,10 +133,6 @@ CREATE TABLE IF NOT EXISTS cursors (
 MIGRATIONS: tuple[Migration, ...] = (
     ("turns", "relabel_seq", "ALTER TABLE turns ADD COLUMN relabel_seq INTEGER"),
 )
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat()
 
 
 class Journal:
@@ -247,7 +243,7 @@ class Journal:
     def _log(self, conn: sqlite3.Connection, kind: LogKind, ref: str, payload: Any) -> int:
         cur = conn.execute(
             "INSERT INTO log(kind, ref, payload, created_at) VALUES (?, ?, ?, ?)",
-            (kind.value, ref, json.dumps(payload), _now()),
+            (kind.value, ref, json.dumps(payload), utc_now()),
         )
         return int(cur.lastrowid or 0)
 

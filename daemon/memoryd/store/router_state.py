@@ -20,13 +20,12 @@ import json
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
 from memoryd.models import Label
 from memoryd.store.records import Routing
-from memoryd.store.sqlite import Database
+from memoryd.store.sqlite import Database, utc_now
 
 __all__ = ["DueLabel", "QueueStatus", "RoundKind", "RoundRecord", "RouterStore"]
 
@@ -93,10 +92,6 @@ class RoundRecord:
     created_at: str
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat()
-
-
 class RouterStore:
     """Queue, pool, rounds and decision counts of one user's router."""
 
@@ -119,7 +114,7 @@ class RouterStore:
                     conn.execute(
                         "INSERT OR IGNORE INTO router_queue(turn_id, status, updated_at)"
                         " VALUES (?, ?, ?)",
-                        (turn_id, QueueStatus.PENDING.value, _now()),
+                        (turn_id, QueueStatus.PENDING.value, utc_now()),
                     )
 
     def add_label(
@@ -142,7 +137,7 @@ class RouterStore:
                     source,
                     int(holdout),
                     after_round,
-                    _now(),
+                    utc_now(),
                 ),
             )
             self._set_queue(conn, turn_id, QueueStatus.LABELLED, None, 0.0, None)
@@ -159,7 +154,7 @@ class RouterStore:
         conn.execute(
             "UPDATE router_queue SET status = ?, attempts = COALESCE(?, attempts),"
             " not_before = ?, error = ?, updated_at = ? WHERE turn_id = ?",
-            (status.value, attempts, not_before, error, _now(), turn_id),
+            (status.value, attempts, not_before, error, utc_now(), turn_id),
         )
 
     def label_failed(self, turn_id: str, attempts: int, error: str, retry_at: float | None) -> None:
@@ -214,7 +209,7 @@ class RouterStore:
             cur = conn.execute(
                 "INSERT INTO router_rounds(kind, accepted, report, head, created_at)"
                 " VALUES (?, ?, ?, ?, ?)",
-                (kind.value, int(accepted), json.dumps(report), head, _now()),
+                (kind.value, int(accepted), json.dumps(report), head, utc_now()),
             )
         return int(cur.lastrowid or 0)
 

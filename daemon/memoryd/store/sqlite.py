@@ -22,17 +22,23 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from memoryd.errors import ClosedError, JournalError
 
-__all__ = ["Database", "Migration", "placeholders"]
+__all__ = ["Database", "Migration", "placeholders", "utc_now"]
 
 log = logging.getLogger(__name__)
 
 Migration = tuple[str, str, str]
 """A column added after its table first shipped: (table, column, ALTER TABLE statement)."""
+
+
+def utc_now() -> str:
+    """The current time as the stores of the journal file write it (ISO-8601, UTC)."""
+    return datetime.now(UTC).isoformat()
 
 
 def placeholders(count: int) -> str:
