@@ -5,8 +5,8 @@
 - nothing imports the HTTP layer (``api``) but the app factory;
 - a package is used through its root: what other packages import from it is exactly its
   ``__all__``;
-- no module of the daemon is longer than the size a reader can hold, but the two the design
-  names (the graph store, and the extractors the typed-memory issue rewrites).
+- no module of the daemon is longer than the size a reader can hold, but the one the design
+  names (the graph store).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
 )
 LAYER_OF = {name: rank for rank, (_, names) in enumerate(LAYERS) for name in names}
 ONLY_IMPORTED_BY = {"api": {"app"}}
-LONG_MODULES = {"store/graph.py", "memory/extract.py"}
+LONG_MODULES = {"store/graph.py"}
 MAX_LINES = 700
 
 
