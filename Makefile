@@ -72,7 +72,7 @@ $(BUILD_VENV)/.installed:
 $(MODEL_FILES) &: | $(BUILD_VENV)/.installed
 	$(BUILD_VENV)/bin/python scripts/export_models.py --out $(MODELS)
 
-$(ROUTER_HEAD) &: $(MODELS)/router_seed.jsonl $(MODELS)/minilm-l6-v2-int8.onnx $(MODELS)/tokenizer.json scripts/train_router.py | $(VENV)/.installed
+$(ROUTER_HEAD) &: $(wildcard $(MODELS)/router_corpus/train/*.jsonl) $(MODELS)/minilm-l6-v2-int8.onnx $(MODELS)/tokenizer.json scripts/train_router.py | $(VENV)/.installed
 	OPENBLAS_NUM_THREADS=1 $(BIN)/python scripts/train_router.py
 
 lint: install
@@ -101,16 +101,18 @@ bench-tiers: install models $(LME_SYNTH)
 eval: install models
 	$(BIN)/memoryd eval locomo $(LOCOMO) --out eval-results/locomo.txt
 
-# Router: F1 + routing latency of the shipped head, then the self-enhancement loop simulated with
-# an oracle labeller. The labelled stream is synthetic (same templates as the seed set, another
-# RNG seed, no line of the seed) and generated here, never committed.
+# Router: F1 + routing latency of the shipped head on the corpus's dev split (written apart from
+# its training files) and on the old template set, then the self-enhancement loop simulated with
+# an oracle labeller on a synthetic stream (the old templates, another RNG seed, no line of the
+# template set), generated here and never committed.
 ROUTER_STREAM := eval-data/router_stream.jsonl
 
 $(ROUTER_STREAM): scripts/make_router_seed.py $(MODELS)/router_seed.jsonl | $(VENV)/.installed
 	$(BIN)/python scripts/make_router_seed.py --rng-seed 7 --fills 20 --exclude $(MODELS)/router_seed.jsonl --out $@
 
 eval-router: install models $(ROUTER_STREAM)
-	$(BIN)/memoryd eval router $(ROUTER_STREAM) --out eval-results/router.txt
+	$(BIN)/memoryd eval router $(MODELS)/router_corpus/dev --out eval-results/router_dev.txt
+	$(BIN)/memoryd eval router $(MODELS)/router_seed.jsonl --out eval-results/router_templates.txt
 	$(BIN)/memoryd eval router-loop $(ROUTER_STREAM) --out eval-results/router_loop.txt --plot eval-results/router_loop.png
 
 config: install

@@ -1,23 +1,27 @@
-"""Train the router head (round S0) on the seed set, with the runtime encoder.
+"""Train the router head (round S0) on the routing corpus, with the runtime encoder.
 
 Run in the runtime venv after ``scripts/export_models.py``:
 
     .venv/bin/python scripts/train_router.py
 
-1. Embed every seed line with ``memoryd.encoder.Encoder`` (the built int8 model, one text per
-   call), so the head learns from exactly the vectors the daemon will give it.
-2. Split 80/20 by template group, stratified by label set: a held-out template contributes no
-   line to training, so the test score is on sentence shapes the head never saw.
-3. Pick hidden width and weight decay by 4-fold grouped cross-validation on the training part
-   (macro-F1 of the router's decisions), train on the whole training part, score on the
-   held-out part: that score measures the head on templates it never saw.
-4. Calibrate it: fit the temperature on the held-out part (:mod:`memoryd.router.calibrate`);
-   the confidence gate of the self-enhancement loop compares calibrated confidences with τ_t.
-5. Ship that head (``router_head.npz``) and the embedded seed set with its split and recipe
-   (``router_seed.npz``): every training round of a user retrains on the seed's training
-   part plus the user's pool and validates on the seed's held-out part plus the pool's, so the
-   round-0 head must not have seen the held-out templates either. Record the seed checksum,
-   sizes, temperature and F1s in the manifest's ``router`` section.
+1. Read the corpus's training files (``models/router_corpus/train/*.jsonl``, written line by
+   line for this purpose: see ``models/router_corpus/README.md``) and embed every line with
+   ``memoryd.encoder.Encoder`` (the built int8 model, one text per call), so the head learns
+   from exactly the vectors the daemon will give it.
+2. Hold out a fixed 20 % of the lines (by a hash of their id): the shipped head never sees
+   them, and every later training round of a user validates on them with the user's pool.
+3. Pick the model by 4-fold cross-validation *across domains* on the rest (each fold holds out
+   whole domains, so the score is on topics the candidate never saw): hidden width (0 is
+   logistic regression), weight decay, and whether the cue features of
+   :mod:`memoryd.router.features` go next to the embedding.
+4. Train the chosen model on the whole training part and calibrate it: temperature fitted on the
+   held-out lines (:mod:`memoryd.router.calibrate`), which the confidence gate compares with τ_t.
+5. Report, without choosing anything by them: F1 on the held-out lines, on the corpus's dev
+   split (``models/router_corpus/dev``, written separately, with domains absent from training)
+   and on the old template set (``models/router_seed.jsonl``, the seed of earlier heads).
+6. Ship the head (``router_head.npz``) and the embedded training corpus with its split and
+   recipe (``router_seed.npz``); record checksums, sizes and every F1 in the manifest's
+   ``router`` section.
 """
 
 from __future__ import annotations
@@ -27,7 +31,6 @@ import hashlib
 import json
 import os
 import sys
-from collections import defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -35,29 +38,44 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from memoryd.encoder import MANIFEST_FILE, Encoder, sha256_file
+from memoryd.encoder import MANIFEST_FILE, Encoder
 from memoryd.models import LABELS, Label
 from memoryd.router import RouterHead
 from memoryd.router.calibrate import fit_temperature
+from memoryd.router.features import CUES_VERSION, features
 from memoryd.router.head import f1_scores
 from memoryd.router.router import confidence, decide
 from memoryd.router.trainer import SEED_FILE as SEED_ARRAYS
 from memoryd.router.trainer import SeedSet
 
 REPO = Path(__file__).resolve().parents[1]
+CORPUS = REPO / "models" / "router_corpus"
+TEMPLATES = REPO / "models" / "router_seed.jsonl"
 HEAD_FILE = "router_head.npz"
-SEED_FILE = "router_seed.jsonl"
-TEST_SHARE = 0.2
+HOLDOUT_SHARE = 0.2
 FOLDS = 4
-CANDIDATES = tuple((hidden, decay) for hidden in (0, 32) for decay in (1e-4, 1e-3))
-"""(hidden width, weight decay); width 0 is logistic regression, others one-hidden-layer MLPs."""
+CANDIDATES: tuple[tuple[int, float, bool], ...] = (
+    (0, 1e-4, False),
+    (64, 1e-3, False),
+    (0, 1e-4, True),
+    (0, 1e-3, True),
+    (64, 1e-3, True),
+    (64, 3e-3, True),
+)
+"""(hidden width, weight decay, cues and n-grams); width 0 is logistic regression."""
+CHOICE = (64, 1e-3, True)
+"""The candidate ``--select`` chose on the corpus as committed (models/router_corpus/README.md)."""
 
 
-def load_seed(path: Path) -> list[dict[str, Any]]:
-    """Seed records; a line without ``group`` is its own group."""
-    records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
-    for index, record in enumerate(records):
-        record.setdefault("group", f"line-{index}")
+def load_lines(paths: list[Path]) -> list[dict[str, Any]]:
+    records = []
+    for path in paths:
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if line.strip():
+                record = json.loads(line)
+                record.setdefault("id", f"{path.stem}-{number}")
+                record.setdefault("domain", path.stem)
+                records.append(record)
     return records
 
 
@@ -69,61 +87,68 @@ def targets(records: list[dict[str, Any]]) -> np.ndarray:
     )
 
 
-def _hash(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
+def _share(key: str) -> float:
+    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:4], "big") / 2**32
 
 
-def strata(records: list[dict[str, Any]]) -> dict[str, list[str]]:
-    """Groups by label set, each list in a fixed pseudo-random order (by hash of the name)."""
-    by_labels: dict[str, set[str]] = defaultdict(set)
-    for record in records:
-        by_labels["+".join(sorted(record["labels"]))].add(record["group"])
-    return {key: sorted(groups, key=_hash) for key, groups in sorted(by_labels.items())}
+def domain_folds(records: list[dict[str, Any]]) -> np.ndarray:
+    """Fold of each line: whole domains dealt round-robin in a fixed pseudo-random order."""
+    domains = sorted({r["domain"] for r in records}, key=_share)
+    fold = {domain: i % FOLDS for i, domain in enumerate(domains)}
+    return np.array([fold[r["domain"]] for r in records])
 
 
-def split_groups(records: list[dict[str, Any]]) -> set[str]:
-    """The held-out groups: the first ``TEST_SHARE`` of every stratum (at least one)."""
-    held_out: set[str] = set()
-    for groups in strata(records).values():
-        held_out.update(groups[: max(1, round(TEST_SHARE * len(groups)))])
-    return held_out
+def embed_all(encoder: Encoder, texts: list[str], desc: str) -> np.ndarray:
+    return np.stack([encoder.embed(t) for t in tqdm(texts, desc=desc, unit="line")])
 
 
-def fold_of(records: list[dict[str, Any]]) -> dict[str, int]:
-    """Cross-validation fold of each group, dealt round-robin within each stratum."""
-    return {
-        group: i % FOLDS for groups in strata(records).values() for i, group in enumerate(groups)
-    }
-
-
-def embed_all(encoder: Encoder, records: list[dict[str, Any]]) -> np.ndarray:
-    texts = [r["text"] for r in records]
-    return np.stack([encoder.embed(text) for text in tqdm(texts, desc="embedding", unit="line")])
+def _fit(
+    x: np.ndarray, texts: list[str], y: np.ndarray, cand: tuple[int, float, bool]
+) -> RouterHead:
+    hidden, decay, cues = cand
+    return RouterHead.train(features(x, texts) if cues else x, y, hidden=hidden, weight_decay=decay)
 
 
 def cross_validate(
     x: np.ndarray, y: np.ndarray, texts: list[str], folds: np.ndarray
-) -> tuple[int, float]:
-    """Mean macro-F1 of each candidate over the folds; returns the best (hidden, decay)."""
+) -> tuple[tuple[int, float, bool], dict[str, float]]:
+    """Mean macro-F1 of each candidate over the domain folds; the best and every score."""
+    scores: dict[str, float] = {}
     best, best_score = CANDIDATES[0], -1.0
-    for hidden, decay in CANDIDATES:
-        scores = []
+    for cand in CANDIDATES:
+        per_fold = []
         for fold in range(FOLDS):
             fit, val = folds != fold, folds == fold
-            head = RouterHead.train(x[fit], y[fit], hidden=hidden, weight_decay=decay)
-            val_texts = [t for t, keep in zip(texts, val, strict=True) if keep]
-            scores.append(f1_scores(y[val], decide(head, x[val], val_texts))["macro"])
-        mean = float(np.mean(scores))
-        print(f"  hidden={hidden:<4d} weight_decay={decay:<6g} cv macro-F1 {mean:.3f}")
+            head = _fit(x[fit], _pick(texts, fit), y[fit], cand)
+            per_fold.append(f1_scores(y[val], decide(head, x[val], _pick(texts, val)))["macro"])
+        mean = float(np.mean(per_fold))
+        scores[f"hidden={cand[0]} decay={cand[1]:g} features={cand[2]}"] = round(mean, 4)
+        print(f"  hidden={cand[0]:<3d} weight_decay={cand[1]:<6g} extra={cand[2]!s:<5} "
+              f"cross-domain macro-F1 {mean:.3f}")  # fmt: skip
         if mean > best_score:
-            best, best_score = (hidden, decay), mean
-    return best
+            best, best_score = cand, mean
+    return best, scores
 
 
-def print_scores(title: str, scores: dict[str, float]) -> None:
-    print(title)
-    for key, value in scores.items():
-        print(f"  {key:<11s} F1 {value:.3f}")
+def _pick(texts: list[str], mask: np.ndarray) -> list[str]:
+    return [t for t, keep in zip(texts, mask, strict=True) if keep]
+
+
+def score(
+    head: RouterHead, encoder: Encoder, records: list[dict[str, Any]], name: str
+) -> dict[str, float]:
+    texts = [r["text"] for r in records]
+    x = embed_all(encoder, texts, name)
+    scores = f1_scores(targets(records), decide(head, x, texts))
+    print(f"{name} ({len(records)} lines): " + ", ".join(f"{k} {v:.3f}" for k, v in scores.items()))
+    return {k: round(v, 4) for k, v in scores.items()}
+
+
+def sha256_lines(paths: list[Path]) -> str:
+    digest = hashlib.sha256()
+    for path in paths:
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
 
 
 def update_manifest(model_dir: Path, section: dict[str, Any]) -> None:
@@ -135,71 +160,84 @@ def update_manifest(model_dir: Path, section: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     default_dir = Path(os.environ.get("MEMORYD_MODEL_DIR", REPO / "models"))
-    parser = argparse.ArgumentParser(description="Train the router head on the seed set.")
+    parser = argparse.ArgumentParser(description="Train the router head on the routing corpus.")
     parser.add_argument("--models", type=Path, default=default_dir, help="model directory")
-    parser.add_argument("--seed-file", type=Path, default=REPO / "models" / SEED_FILE)
+    parser.add_argument("--corpus", type=Path, default=CORPUS, help="corpus directory")
+    parser.add_argument(
+        "--select", action="store_true", help="choose the model by cross-domain CV (slow)"
+    )
     args = parser.parse_args(argv)
 
-    records = load_seed(args.seed_file)
+    train_files = sorted((args.corpus / "train").glob("*.jsonl"))
+    records = load_lines(train_files)
     texts = [r["text"] for r in records]
     encoder = Encoder(args.models)
-    x = embed_all(encoder, records)
+    x, y = embed_all(encoder, texts, "train"), targets(records)
+    holdout = np.array([_share(r["id"]) < HOLDOUT_SHARE for r in records])
+    train = ~holdout
+    domains = sorted({r["domain"] for r in records})
+    print(f"{len(records)} lines in {len(domains)} domains: {train.sum()} train, "
+          f"{holdout.sum()} held out")  # fmt: skip
+
+    cv_scores: dict[str, float] = {}
+    cand = CHOICE
+    if args.select:
+        print(f"choosing the model by {FOLDS}-fold cross-validation across domains")
+        folds = domain_folds(records)[train]
+        cand, cv_scores = cross_validate(x[train], y[train], _pick(texts, train), folds)
+    hidden, decay, cues = cand
+    head = _fit(x[train], _pick(texts, train), y[train], cand)
+    held_in = features(x[holdout], _pick(texts, holdout)) if cues else x[holdout]
+    raw_confidence = float(np.mean([confidence(p) for p in head.predict_proba(held_in)]))
+    head = head.with_temperature(fit_temperature(head.logits(held_in), y[holdout]))
+    mean_confidence = float(np.mean([confidence(p) for p in head.predict_proba(held_in)]))
+    print(f"chosen: hidden={hidden}, weight_decay={decay:g}, extra features={cues}; temperature "
+          f"{head.temperature:.3f}: mean held-out confidence {raw_confidence:.3f} -> "
+          f"{mean_confidence:.3f}")  # fmt: skip
+    held = f1_scores(y[holdout], decide(head, x[holdout], _pick(texts, holdout)))
+    print("held-out lines: " + ", ".join(f"{k} {v:.3f}" for k, v in held.items()))
+    reports = {"held_out": {k: round(v, 4) for k, v in held.items()}}
+    dev_files = sorted((args.corpus / "dev").glob("*.jsonl"))
+    if dev_files:
+        reports["dev"] = score(head, encoder, load_lines(dev_files), "dev split")
+    if TEMPLATES.is_file():
+        reports["templates"] = score(head, encoder, load_lines([TEMPLATES]), "old template set")
     encoder.close()
-    y = targets(records)
 
-    held_out = split_groups(records)
-    test = np.array([r["group"] in held_out for r in records])
-    train = ~test
-    n_groups = len({r["group"] for r in records})
-    print(f"{len(records)} lines in {n_groups} groups: {train.sum()} train, {test.sum()} test")
-
-    folds = np.array([fold_of(records)[r["group"]] for r in records])[train]
-    train_texts = [t for t, keep in zip(texts, train, strict=True) if keep]
-    print(f"choosing hidden width and weight decay by {FOLDS}-fold grouped cross-validation")
-    hidden, decay = cross_validate(x[train], y[train], train_texts, folds)
-
-    head = RouterHead.train(x[train], y[train], hidden=hidden, weight_decay=decay)
-    raw_confidence = float(np.mean([confidence(p) for p in head.predict_proba(x[test])]))
-    head = head.with_temperature(fit_temperature(head.logits(x[test]), y[test]))
-    mean_confidence = float(np.mean([confidence(p) for p in head.predict_proba(x[test])]))
-    test_texts = [t for t, keep in zip(texts, test, strict=True) if keep]
-    scores = f1_scores(y[test], decide(head, x[test], test_texts))
-    print_scores(
-        f"held-out F1 (hidden={hidden}, weight_decay={decay:g}, {test.sum()} lines, "
-        "unseen templates):",
-        scores,
-    )
-    print(
-        f"temperature {head.temperature:.3f}: mean held-out confidence "
-        f"{raw_confidence:.3f} -> {mean_confidence:.3f}"
-    )
     head_path = args.models / HEAD_FILE
     head.save(head_path)
     seed_path = args.models / SEED_ARRAYS
-    SeedSet(x, y, tuple(texts), test, hidden, decay).save(seed_path)
+    SeedSet(x, y, tuple(texts), holdout, hidden, decay, cues).save(seed_path)
     update_manifest(
         args.models,
         {
             "trained_at": datetime.now(UTC).isoformat(timespec="seconds"),
-            "seed": {
-                "file": SEED_FILE,
-                "sha256": sha256_file(args.seed_file),
+            "corpus": {
+                "train_files": [str(p.relative_to(args.corpus)) for p in train_files],
+                "sha256": sha256_lines(train_files),
                 "lines": len(records),
-                "groups": n_groups,
-                "embedded": {"file": SEED_ARRAYS, "sha256": sha256_file(seed_path)},
+                "domains": domains,
+                "embedded": {"file": SEED_ARRAYS, "sha256": _file_sha(seed_path)},
             },
-            "split": {"by": "template group", "train": int(train.sum()), "test": int(test.sum())},
+            "split": {
+                "by": "hash of line id",
+                "train": int(train.sum()),
+                "held_out": int(holdout.sum()),
+            },
             "head": {
                 "file": HEAD_FILE,
-                "sha256": sha256_file(head_path),
+                "sha256": _file_sha(head_path),
                 "hidden": hidden,
                 "weight_decay": decay,
-                "selected_by": f"{FOLDS}-fold grouped CV macro-F1 over {list(CANDIDATES)}",
-                "trained_on": "the train split (held-out templates validate every later round)",
+                "features": "embedding + cues + word n-grams" if cues else "embedding",
+                "features_version": CUES_VERSION,
+                "selected_by": f"{FOLDS}-fold cross-domain CV macro-F1"
+                + ("" if args.select else " (recorded choice: train_router.py --select)"),
+                "cv_macro_f1": cv_scores,
                 "temperature": round(head.temperature, 4),
-                "calibration": "temperature scaling fitted on the held-out split (BCE)",
+                "calibration": "temperature scaling fitted on the held-out lines (BCE)",
             },
-            "held_out_f1": {k: round(v, 4) for k, v in scores.items()},
+            "f1": reports,
             "held_out_mean_confidence": {
                 "uncalibrated": round(raw_confidence, 4),
                 "calibrated": round(mean_confidence, 4),
@@ -208,6 +246,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"wrote {head_path}, {seed_path} and the router section of {args.models / MANIFEST_FILE}")
     return 0
+
+
+def _file_sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 if __name__ == "__main__":

@@ -63,9 +63,10 @@ def _kinds(records: list[Memory]) -> list[str]:
         ("If it rains, take an umbrella.", (Label.PROCEDURAL,), ["Rule"]),
         ("Remind me to call mom tomorrow at 5pm", (Label.WORKING,), ["Task"]),
         ("I took aspirin and my vitamins", (Label.WORKING,), ["Task", "Task"]),
-        # a label whose extractor finds nothing falls back to one Episode
-        ("The weather is nice.", (Label.SEMANTIC,), ["Episode"]),
-        ("The weather is nice.", (Label.PROCEDURAL, Label.WORKING), ["Episode"]),
+        # a label whose patterns find nothing still gets its type, read from the clause or
+        # kept as the sentence, and such a record keeps the Episode beside it
+        ("The weather is nice.", (Label.SEMANTIC,), ["Episode", "Fact"]),
+        ("The weather is nice.", (Label.PROCEDURAL, Label.WORKING), ["Episode", "Rule", "Task"]),
         ("The weather is nice.", (), ["Episode"]),
         # several labels: never more than one Episode
         (
@@ -73,7 +74,7 @@ def _kinds(records: list[Memory]) -> list[str]:
             (Label.EPISODIC, Label.SEMANTIC),
             ["Episode", "Fact"],
         ),
-        ("I'm allergic to ibuprofen", (Label.SEMANTIC, Label.WORKING), ["Episode", "Fact"]),
+        ("I'm allergic to ibuprofen", (Label.SEMANTIC, Label.WORKING), ["Episode", "Fact", "Task"]),
         # fragmented next to a real label is ignored
         ("I'm allergic to ibuprofen", (Label.FRAGMENTED, Label.SEMANTIC), ["Fact"]),
     ],

@@ -120,7 +120,11 @@ def test_memory_facts_tasks_and_abstract(run, tmp_path: Path) -> None:
     lines = [
         {"session_id": "s1", "role": "user", "text": "I live in Lisbon."},
         {"session_id": "s2", "role": "user", "text": "I moved to Porto."},
-        {"session_id": "s2", "role": "user", "text": "Take omeprazole 30 min before dinner."},
+        {
+            "session_id": "s2",
+            "role": "user",
+            "text": "Remind me to take omeprazole 30 min before dinner.",
+        },
     ]
     path = tmp_path / "turns.jsonl"
     path.write_text("\n".join(json.dumps(x) for x in lines) + "\n")

@@ -167,7 +167,7 @@ def test_a_turn_with_content_words_is_never_fragmented() -> None:
     router = Router(fixed_head([0.3, 0.45, 0.1, 0.2, 0.9]))
     vec = np.zeros(384, dtype=np.float32)
     assert router.route(vec, "thanks so much, haha!").labels == (F,)
-    long = "Thanks Mel! I painted this after I visited the community center downtown."
+    long = "Thanks Mel! I painted this after I visited the community center downtown last weekend."
     assert router.route(vec, long).labels == (S,)  # the most probable content label
     assert Router(fixed_head([0.6, 0.55, 0.1, 0.2, 0.9])).route(vec, long).labels == (E, S)
 

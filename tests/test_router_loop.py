@@ -82,9 +82,8 @@ def test_head_bytes_keep_the_temperature_and_old_files_load(tmp_path: Path) -> N
     assert head.temperature != 1.0  # the shipped head is calibrated
     again = RouterHead.from_bytes(head.to_bytes())
     assert again.temperature == head.temperature
-    np.testing.assert_array_equal(
-        again.predict_proba(np.ones(384)), head.predict_proba(np.ones(384))
-    )
+    x = np.ones(head.input_dim)
+    np.testing.assert_array_equal(again.predict_proba(x), head.predict_proba(x))
     old = tmp_path / "old.npz"  # a head written before heads had a temperature
     arrays = {"format": np.array(1), "labels": np.array([str(label) for label in LABELS])}
     arrays |= {f"w{i}": w for i, (w, _) in enumerate(head.layers)}
@@ -201,7 +200,8 @@ def test_a_deferred_turn_is_labelled_rerouted_and_pooled(
 def test_a_relabelled_turn_is_consolidated_like_a_new_one(
     tmp_path: Path, encoder, router: Router
 ) -> None:
-    moved = "Packed the last boxes, I live in Berlin now."  # the classifier: episodic only
+    # the classifier: episodic only (semantic 0.47)
+    moved = "Packed the last boxes and drove all night, I live in Berlin now."
     allergy = "I'm allergic to ibuprofen"
     labeller = OracleLabeller(
         {"I live in Oslo": ["semantic"], moved: ["episodic", "semantic"], allergy: ["semantic"]}

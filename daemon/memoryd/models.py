@@ -50,6 +50,17 @@ class RoutedBy(StrEnum):
     LLM = "llm"
 
 
+class Parse(StrEnum):
+    """How the extractors read a fact, rule or task from its turn: a specific ``pattern`` ("I'm
+    allergic to X"), the ``clause`` the router's label asked for when no pattern matched (a
+    trigger and an action, an action and a due time, a verb and its object), or ``generic``
+    (the sentence itself, when even the clause could not be read)."""
+
+    PATTERN = "pattern"
+    CLAUSE = "clause"
+    GENERIC = "generic"
+
+
 class Origin(StrEnum):
     """What made a memory: the hot-path extractors, an LLM abstraction operator, or the API."""
 
@@ -161,6 +172,8 @@ class Fact:
     sources: list[str] = field(default_factory=list)
     superseded_by: str | None = None
     origin: Origin = Origin.EXTRACTOR
+    parse: Parse = Parse.PATTERN
+    update: bool = False  # replaces the relation's current values ("switched to", "moved to")
     header: Header = field(default_factory=Header)
 
 
@@ -190,6 +203,7 @@ class Rule:
     positive: int = 0
     negative: int = 0
     origin: Origin = Origin.EXTRACTOR
+    parse: Parse = Parse.PATTERN
     header: Header = field(default_factory=Header)
 
     @property
@@ -231,6 +245,7 @@ class Task:
     due: datetime | None = None
     states: list[State] = field(default_factory=list)
     origin: Origin = Origin.EXTRACTOR
+    parse: Parse = Parse.PATTERN
     header: Header = field(default_factory=Header)
 
     @property

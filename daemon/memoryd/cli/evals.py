@@ -204,6 +204,42 @@ def _write_out(text: str, out: Path | None) -> None:
         click.echo(f"written to {out}")
 
 
+@eval_group.command("typed")
+@config_options
+@click.argument(
+    "path",
+    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    default=Path(__file__).resolve().parents[3] / "evals" / "typed" / "dev.jsonl",
+)
+@click.option("--out", type=click.Path(path_type=Path, dir_okay=False), help="Also write here.")
+@click.option("--show", type=click.IntRange(0), default=0, help="List only the first N misses.")
+@domain_errors
+def eval_typed(
+    config_path: Path | None,
+    data_dir: Path | None,
+    model_dir: Path | None,
+    path: Path,
+    out: Path | None,
+    show: int,
+) -> None:
+    """Typed memory on scenarios: surfaced, structure and stale-clean, per domain and type.
+
+    \b
+    PATH: scenarios as JSON lines (format: evals/typed/FORMAT.md; default: the dev set
+    evals/typed/dev.jsonl). Each scenario goes into a fresh user in a temporary data directory
+    (or --data-dir), then:
+      surfaced     share of expected items found in their type's section of a later query
+      structure    share of the facts, rules and tasks that must exist and do
+      stale-clean  share of superseded values kept out of the current facts
+    Every miss is listed after the tables.
+    """
+    from memoryd.eval import run_typed
+
+    with scratch_service(config_path, data_dir, model_dir) as service:
+        report = run_typed(service, path)
+    _write_out(report.format(show), out)
+
+
 _HEAD_OPTION = click.option(
     "--head",
     "head_path",
@@ -214,7 +250,7 @@ _HEAD_OPTION = click.option(
 
 @eval_group.command("router")
 @config_options
-@click.argument("path", type=click.Path(path_type=Path, exists=True, dir_okay=False))
+@click.argument("path", type=click.Path(path_type=Path, exists=True))
 @_HEAD_OPTION
 @click.option("--out", type=click.Path(path_type=Path, dir_okay=False), help="Also write here.")
 @domain_errors
@@ -229,7 +265,9 @@ def eval_router(
     """Router F1 (per label, micro, macro) and routing latency p50/p95 on labelled PATH.
 
     \b
-    PATH: JSONL, one {"text": "...", "labels": ["working", ...]} per line (other keys ignored).
+    PATH: JSONL, one {"text": "...", "labels": ["working", ...]} per line (other keys ignored),
+    or a directory of such files (the routing corpus's dev split: models/router_corpus/dev);
+    with a "domain" per line, macro-F1 is also shown per domain.
     Latency: encoder + head (one embed + route per text, as the daemon does) and the head alone
     (route on a precomputed vector), each over every line after 20 warm-up calls.
     """

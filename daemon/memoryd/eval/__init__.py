@@ -1,11 +1,13 @@
 """`memoryd eval`: LoCoMo and LongMemEval retrieval, semantic facts against LoCoMo's
-observations, and the router's F1 and self-enhancement loop. Datasets are read in place."""
+observations, typed memory on scenarios, and the router's F1 and self-enhancement loop.
+Datasets are read in place."""
 
 from memoryd.eval.facts import run_facts
 from memoryd.eval.locomo import load_locomo, run_locomo
 from memoryd.eval.longmemeval import run_longmemeval
 from memoryd.eval.router import embed_examples, evaluate_router, load_examples
 from memoryd.eval.router_loop import plot_loop, run_loop, seed_heldout_groups, split_examples
+from memoryd.eval.typed import run_typed
 
 __all__ = [
     "embed_examples",
@@ -17,6 +19,7 @@ __all__ = [
     "run_locomo",
     "run_longmemeval",
     "run_loop",
+    "run_typed",
     "seed_heldout_groups",
     "split_examples",
 ]

@@ -44,6 +44,8 @@ __all__ = [
 
 WARMUP_CALLS = 20
 """Calls made, and not timed, before each latency measurement."""
+MAX_GROUPS_SHOWN = 30
+"""Per-group macro-F1 is shown for files with at most this many groups (corpus domains)."""
 
 
 # -- input ---------------------------------------------------------------------------------
@@ -75,13 +77,19 @@ def _parse_labels(raw: object, where: str) -> tuple[Label, ...]:
 
 
 def load_examples(path: Path) -> list[Example]:
-    """Read a labelled JSONL file (blank lines skipped).
+    """Read a labelled JSONL file, or every ``*.jsonl`` of a directory (blank lines skipped).
+    A line's ``domain`` (the routing corpus) or ``group`` (the template set) is its group.
 
     Raises:
         InvalidInputError: the file is missing or empty, or a line is not a JSON object with a
             string ``text`` and a list of known ``labels``; the message names the line.
     """
     path = Path(path)
+    if path.is_dir():
+        files = sorted(path.glob("*.jsonl"))
+        if not files:
+            raise InvalidInputError(f"{path}: no .jsonl files")
+        return [e for f in files for e in load_examples(f)]
     if not path.is_file():
         raise InvalidInputError(f"{path}: no such file")
     examples = []
@@ -100,7 +108,7 @@ def load_examples(path: Path) -> list[Example]:
             if not isinstance(text, str):
                 raise InvalidInputError(f"{where}: 'text' must be a string")
             labels = _parse_labels(data.get("labels"), where)
-            group = data.get("group")
+            group = data.get("domain", data.get("group"))
             examples.append(Example(text, labels, None if group is None else str(group), number))
     if not examples:
         raise InvalidInputError(f"{path}: no labelled lines")
@@ -173,6 +181,7 @@ class RouterReport:
     encoder_and_head: Latency
     head_alone: Latency
     warmup: int
+    by_group: dict[str, tuple[int, float]] = field(default_factory=dict)
     load: str = field(default_factory=load_line)
 
     def format(self) -> str:
@@ -194,6 +203,12 @@ class RouterReport:
             f"{'micro':12} {'':8} {'':10} {'':8} {self.f1['micro']:8.4f}",
             f"{'macro':12} {'':8} {'':10} {'':8} {self.f1['macro']:8.4f}",
             "",
+        ]
+        if self.by_group:
+            lines.append(f"{'domain':12} {'lines':>8} {'macro-F1':>10}")
+            lines += [f"{g:12} {n:8d} {f:10.4f}" for g, (n, f) in sorted(self.by_group.items())]
+            lines.append("")
+        lines += [
             f"confidence s(x): mean {self.confidences.mean():.3f}, median "
             f"{np.median(self.confidences):.3f}; below tau0 = {self.tau0:.2f} (sent to the "
             f"labeller at round 0): {np.mean(self.confidences < self.tau0):.1%}",
@@ -268,6 +283,12 @@ def evaluate_router(
     y_true = targets(examples)
     y_pred = label_matrix([d.labels for d in decisions])
     precision, recall = _precision_recall(y_true, y_pred)
+    groups = [e.group for e in examples]
+    by_group = {}
+    if 1 < len(set(groups)) <= MAX_GROUPS_SHOWN and None not in groups:
+        for group in set(groups):
+            rows = np.array([g == group for g in groups])
+            by_group[str(group)] = (int(rows.sum()), f1_scores(y_true[rows], y_pred[rows])["macro"])
     return RouterReport(
         path=path,
         head_path=head_path,
@@ -284,4 +305,5 @@ def evaluate_router(
         encoder_and_head=Latency(full),
         head_alone=Latency(alone),
         warmup=warmup,
+        by_group=by_group,
     )

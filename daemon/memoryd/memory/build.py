@@ -9,15 +9,23 @@ The router's labels pick the record types; the extraction fills them::
   label ``fragmented`` is ignored, and a turn with no label is treated as episodic;
 - ``episodic`` gives one :class:`Episode`; ``semantic`` one :class:`Fact` per fact candidate
   (user and log turns only: an assistant's "I" is not the user); ``procedural`` one
-  :class:`Rule` per rule candidate; ``working`` one :class:`Task` per to-do and one per reported
-  completion (already done; matching it to an open task is the working-memory store's job);
-- a label whose extractor found nothing still yields an Episode, so every kept turn has at least
-  one searchable record, and no turn has more than one Episode;
+  :class:`Rule` per rule candidate; ``working`` one :class:`Task` per to-do (user and log
+  turns: an assistant's "reminder set" confirms one) and one per reported completion or
+  cancellation (matching it to an open task is the working-memory store's job);
+- the type follows the label: when a label's patterns find nothing, the clause readers of
+  :mod:`memoryd.memory.extract.clauses` build it from the clause (``parse: clause``) or keep the
+  sentence (``parse: generic``); such a record keeps the turn's Episode beside it (it may say
+  less than the turn, and the timeline stays whole), and a label that still yields nothing
+  (an assistant's "Will do!") yields an Episode, so every kept turn has at least one
+  searchable record, and no turn has more than one Episode;
 - strong extractor evidence adds its label to the router's (:func:`evidence_labels`): a health
-  fact (allergy, condition, injury, medication) is kept as semantic, a reported health action
-  ("I took aspirin") as working and a health rule ("if I take an NSAID with aspirin, check the
-  bleeding risk") as procedural, whatever the classifier said, because forgetting either can
-  hurt the user and both patterns are precise. The turn's journaled labels stay the router's.
+  fact (allergy, condition, injury, medication) is kept as semantic; a health to-do ("take
+  omeprazole 30 min before dinner"), a reported health action ("I took aspirin") and a user's
+  explicit report that something is done ("done, cancelled the broadband", "that one's
+  done") and a reminder asked for with its time ("remind me on June 28 to…") as working; a
+  health rule ("if I take an NSAID with aspirin, check the bleeding risk") as procedural;
+  whatever the classifier said, because forgetting them can hurt the user and these
+  patterns are precise. The turn's journaled labels stay the router's.
 
 A fact's subject is the turn's speaker when the client names one (two-person logs such as
 LoCoMo), else "user"; a candidate's qualifier joins its relation ("relationship:sister",
@@ -31,7 +39,20 @@ from __future__ import annotations
 import hashlib
 import re
 
-from memoryd.memory.extract import Extraction, entity_id, is_health_related
+from memoryd.memory.extract import (
+    Completion,
+    Extraction,
+    FactCandidate,
+    RuleCandidate,
+    TaskCandidate,
+    clause_completions,
+    clause_facts,
+    clause_rules,
+    clause_tasks,
+    entity_id,
+    is_health_related,
+    reports_done,
+)
 from memoryd.models import (
     Entity,
     Episode,
@@ -41,6 +62,7 @@ from memoryd.models import (
     Memory,
     MemoryType,
     Mention,
+    Parse,
     Role,
     Rule,
     RuleNode,
@@ -72,6 +94,9 @@ IMPORTANCE_RANGE = (1.0, 10.0)
 
 EVIDENCE_RELATIONS = frozenset({"allergic_to", "has_condition", "takes_medication"})
 
+_REMINDER = re.compile(
+    r"\b(?:remind|ping|nudge)\s+me\b|\bdon't\s+let\s+me\s+forget\b", re.IGNORECASE
+)
 _FIRST_PERSON = re.compile(r"(?<![\w'])(?:I|I'm|I've|my|me|mine)(?![\w'])", re.IGNORECASE)
 _ROLE_RANK = {"subject": 0, "object": 1, "mention": 2}
 
@@ -89,7 +114,13 @@ def evidence_labels(turn: Turn, extraction: Extraction) -> set[Label]:
         f.relation in EVIDENCE_RELATIONS for f in extraction.facts
     ):
         labels.add(Label.SEMANTIC)
-    if any(is_health_related(c.action) for c in extraction.completions):
+    if any(is_health_related(c.action) for c in extraction.completions) or any(
+        is_health_related(t.text) for t in extraction.tasks
+    ):
+        labels.add(Label.WORKING)
+    if turn.role is not Role.ASSISTANT and (
+        reports_done(turn.text) or any(t.due and _REMINDER.search(t.text) for t in extraction.tasks)
+    ):
         labels.add(Label.WORKING)
     if any(is_health_related(r.text) for r in extraction.rules):
         labels.add(Label.PROCEDURAL)
@@ -103,15 +134,18 @@ def build_memories(turn: Turn, extraction: Extraction) -> list[Memory]:
     if not labels and Label.FRAGMENTED in turn.labels:
         return []
     by_label: dict[Label, list[Memory]] = {
-        Label.SEMANTIC: _facts(turn, extraction),
-        Label.PROCEDURAL: _rules(turn, extraction),
-        Label.WORKING: _tasks(turn, extraction),
+        Label.SEMANTIC: _facts(turn, _fact_candidates(turn, extraction, labels)),
+        Label.PROCEDURAL: _rules(turn, _rule_candidates(turn, extraction, labels)),
+        Label.WORKING: _tasks(
+            turn, _task_candidates(turn, extraction, labels), _completions(turn, extraction, labels)
+        ),
     }
     typed = [m for label, found in by_label.items() if label in labels for m in found]
     wants_episode = (
         not labels
         or Label.EPISODIC in labels
         or any(not by_label[label] for label in labels - {Label.EPISODIC})
+        or any(getattr(m, "parse", Parse.PATTERN) is not Parse.PATTERN for m in typed)
     )
     records: list[Memory] = [_episode(turn, extraction)] if wants_episode else []
     records += typed
@@ -170,12 +204,51 @@ def _mentions(extraction: Extraction) -> list[Mention]:
     return list(best.values())
 
 
-def _facts(turn: Turn, extraction: Extraction) -> list[Memory]:
-    """First-person facts, unless the assistant said them about itself."""
+def _fact_candidates(turn: Turn, extraction: Extraction, labels: set[Label]) -> list[FactCandidate]:
+    """The pattern facts; for a turn labelled semantic, the clause reading of the sentences no
+    pattern read (as a fact, rule, to-do or done action) too."""
+    if Label.SEMANTIC not in labels or turn.role is Role.ASSISTANT:
+        return extraction.facts
+    covered = {  # a cancellation may state a fact too: "cancelled my gym membership"
+        *(c.text for c in extraction.facts),
+        *(c.text for c in extraction.rules),
+        *(c.text for c in extraction.tasks),
+        *(c.text for c in extraction.completions if c.status is TaskStatus.DONE),
+    }
+    return [*extraction.facts, *clause_facts(turn.text, extraction.times, covered)]
+
+
+def _rule_candidates(turn: Turn, extraction: Extraction, labels: set[Label]) -> list[RuleCandidate]:
+    """The pattern rules; for a procedural turn with none, the clause reading (an assistant's
+    reply only when it has a trigger or steps: "Will do!" is no rule)."""
+    if extraction.rules or Label.PROCEDURAL not in labels:
+        return extraction.rules
+    found = clause_rules(turn.text)
+    if turn.role is Role.ASSISTANT:
+        return [r for r in found if r.parse is not Parse.GENERIC]
+    return found
+
+
+def _task_candidates(turn: Turn, extraction: Extraction, labels: set[Label]) -> list[TaskCandidate]:
+    """The pattern to-dos; for a working turn with none, the clause reading. An assistant's
+    reply opens no task ("Reminder set for 5 pm" confirms the user's); its completions and
+    cancellations still count."""
+    if turn.role is Role.ASSISTANT:
+        return []
+    if extraction.tasks or extraction.completions or Label.WORKING not in labels:
+        return extraction.tasks
+    if clause_completions(turn.text, extraction.times, turn.ts):
+        return []  # a report of something done, not a new to-do
+    return clause_tasks(turn.text, extraction.times, turn.ts)
+
+
+def _facts(turn: Turn, candidates: list[FactCandidate]) -> list[Memory]:
+    """First-person facts, unless the assistant said them about itself. A state the turn says
+    is over ("I used to…") is stored already closed, at the turn's time."""
     if turn.role is Role.ASSISTANT:
         return []
     facts: list[Memory] = []
-    for i, c in enumerate(extraction.facts):
+    for i, c in enumerate(candidates):
         relation = f"{c.relation}:{c.qualifier}" if c.qualifier else c.relation
         facts.append(
             Fact(
@@ -187,14 +260,17 @@ def _facts(turn: Turn, extraction: Extraction) -> list[Memory]:
                 subject=turn.speaker or "user",
                 confidence=c.confidence,
                 valid_from=turn.ts,
+                valid_to=turn.ts if c.ended else None,
                 negated=c.negated,
                 sources=[turn.turn_id],
+                parse=c.parse,
+                update=c.update,
             )
         )
     return facts
 
 
-def _rules(turn: Turn, extraction: Extraction) -> list[Memory]:
+def _rules(turn: Turn, candidates: list[RuleCandidate]) -> list[Memory]:
     return [
         Rule(
             id=memory_id("rule", turn.turn_id, "rule", i),
@@ -204,8 +280,9 @@ def _rules(turn: Turn, extraction: Extraction) -> list[Memory]:
             # "otherwise": the else-branch's ``when``, as abstract.OTHERWISE (A_proc) has it
             nodes=_rule_nodes(turn.turn_id, i, c.conditions, c.actions, {"otherwise": c.otherwise}),
             tags=list(c.tags),
+            parse=c.parse,
         )
-        for i, c in enumerate(extraction.rules)
+        for i, c in enumerate(candidates)
     ]
 
 
@@ -245,10 +322,21 @@ def _rule_nodes(
     ]
 
 
-def _tasks(turn: Turn, extraction: Extraction) -> list[Memory]:
-    """Open to-dos (pending at the turn's time) and reported completions (done at their time)."""
+def _completions(turn: Turn, extraction: Extraction, labels: set[Label]) -> list[Completion]:
+    """The pattern completions; for a working turn with no to-do and none, the clause reading
+    of a report ("done, cancelled the parking")."""
+    if extraction.completions or extraction.tasks or Label.WORKING not in labels:
+        return extraction.completions
+    return clause_completions(turn.text, extraction.times, turn.ts)
+
+
+def _tasks(
+    turn: Turn, candidates: list[TaskCandidate], completions: list[Completion]
+) -> list[Memory]:
+    """Open to-dos (pending at the turn's time) and reported completions (done, or cancelled,
+    at their time)."""
     tasks: list[Memory] = []
-    for i, c in enumerate(extraction.tasks):
+    for i, c in enumerate(candidates):
         state = State(
             memory_id("st", turn.turn_id, "task_state", i),
             TaskStatus.PENDING,
@@ -257,15 +345,19 @@ def _tasks(turn: Turn, extraction: Extraction) -> list[Memory]:
             turn_id=turn.turn_id,
         )
         task_id = memory_id("task", turn.turn_id, "task", i)
-        tasks.append(Task(task_id, turn.turn_id, c.title, c.text, due=c.due, states=[state]))
-    for i, done in enumerate(extraction.completions):
+        tasks.append(
+            Task(task_id, turn.turn_id, c.title, c.text, due=c.due, states=[state], parse=c.parse)
+        )
+    for i, done in enumerate(completions):
         state = State(
             memory_id("st", turn.turn_id, "completion_state", i),
-            TaskStatus.DONE,
+            done.status,
             done.ts,
-            note="reported done",
+            note=f"reported {done.status.value}",
             turn_id=turn.turn_id,
         )
         task_id = memory_id("task", turn.turn_id, "completion", i)
-        tasks.append(Task(task_id, turn.turn_id, done.action, done.text, states=[state]))
+        tasks.append(
+            Task(task_id, turn.turn_id, done.action, done.text, states=[state], parse=done.parse)
+        )
     return tasks

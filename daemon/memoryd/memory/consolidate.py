@@ -7,7 +7,8 @@ so its decisions are journaled with the turn and a rebuild replays them without 
     "I moved to Berlin" → Fact(lives_in Berlin); the Oslo fact's validity closes (valid_to,
                            superseded_by) — it stays in the history, never deleted
     "I took my omeprazole" → the pending task "take omeprazole before dinner" gains a ``done``
-                           state instead of a new record
+                           state instead of a new record ("cancel the dentist" a
+                           ``cancelled`` one)
 
 Semantic facts. Only facts with the same subject and relation family are candidates (never a
 sweep of the whole graph). In an *exclusive* family (one value at a time: where the user lives,
@@ -33,7 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from memoryd.models import Effect, Fact, Memory, Rule, State, Task, TaskStatus, Turn
+from memoryd.models import Effect, Fact, Memory, Parse, Rule, State, Task, TaskStatus, Turn
 from memoryd.store import Journal
 from memoryd.text import content_tokens
 
@@ -50,6 +51,8 @@ __all__ = [
 
 EXCLUSIVE_RELATIONS = frozenset({"lives_in", "works_as", "works_at", "prefers"})
 """Relations (before any ``:qualifier``) that hold one value at a time."""
+BROAD_RELATIONS = frozenset({"is", "has", "uses", "states", "does", "about", "needs", "gets"})
+"""Relations that hold many unrelated values: an update replaces only values of its kind."""
 OPPOSITES: dict[str, str] = {"likes": "dislikes", "dislikes": "likes"}
 NEGATIVE_RELATIONS = frozenset({"dislikes"})
 REINFORCE_STEP = 0.1
@@ -60,6 +63,8 @@ class MemoryView(Protocol):
     """What consolidation may read of the stored memory (the journal plus this batch)."""
 
     def current_facts(self, subject: str, relations: Sequence[str]) -> list[Fact]: ...
+
+    def current_facts_of(self, subject: str) -> list[Fact]: ...
 
     def open_tasks(self) -> list[Task]: ...
 
@@ -107,6 +112,14 @@ class BatchView:
             and f.subject == subject
             and f.relation in relations
             and f.valid_to is None
+        ]
+
+    def current_facts_of(self, subject: str) -> list[Fact]:
+        stored = self.journal.current_facts_of(subject)
+        return [
+            f
+            for f in self._merged(stored, Fact)
+            if isinstance(f, Fact) and f.subject == subject and f.valid_to is None
         ]
 
     def open_tasks(self) -> list[Task]:
@@ -164,42 +177,91 @@ def consolidate(turn: Turn | None, memories: Sequence[Memory], view: MemoryView)
 
 
 def _fold_fact(fact: Fact, view: MemoryView, out: Consolidation) -> bool:
-    """Close what ``fact`` contradicts; True when it only restates a current fact."""
-    exclusive = base_relation(fact.relation) in EXCLUSIVE_RELATIONS
+    """Close what ``fact`` contradicts; True when it only restates a current fact.
+
+    Besides the rules of the module docstring: a negation ("I don't drink coffee") closes the
+    current affirmative facts of its relation whose value shares a content word with its own
+    ("three coffees a day"); a state stated as over ("I used to live in Leeds") closes the
+    current one it names and is stored closed. An update ("switched to oat milk", "not doing
+    16:8 anymore") closes every current value of its relation, and in any relation the
+    current values of the same kind: the same head word ("whole milk" for "oat milk"), or, for
+    a negated update, any shared content word."""
+    base = base_relation(fact.relation)
+    exclusive = base in EXCLUSIVE_RELATIONS or (fact.update and base not in BROAD_RELATIONS)
+    ended = fact.valid_to is not None
     restated = False
-    for old in view.current_facts(fact.subject, family_relations(fact.relation)):
+    words = set(content_words(fact.object.name))
+    family = view.current_facts(fact.subject, family_relations(fact.relation))
+    for old in family:
         same_object = old.object.id == fact.object.id
-        if same_object and polarity(old) == polarity(fact):
+        overlaps = bool(words & set(content_words(old.object.name)))
+        if same_object and polarity(old) == polarity(fact) and not ended:
             out.update(reinforce(old, fact), "reinforced", fact.turn_id)
             restated = True
-        elif same_object or exclusive:
-            closed = dataclasses.replace(old, valid_to=fact.valid_from, superseded_by=fact.id)
-            out.update(closed, "superseded", fact.id)
+        elif (
+            same_object
+            or (exclusive and not ended)
+            or ((ended or polarity(old) != polarity(fact)) and overlaps)
+        ):
+            _close(old, fact, out)
+    if fact.update and not restated:
+        seen = {f.id for f in family}
+        for old in view.current_facts_of(fact.subject):
+            if old.id not in seen and old.id != fact.id and _same_kind(old, fact, words):
+                _close(old, fact, out)
     return restated
+
+
+def _close(old: Fact, new: Fact, out: Consolidation) -> None:
+    closed = dataclasses.replace(old, valid_to=new.valid_from, superseded_by=new.id)
+    out.update(closed, "superseded", new.id)
+
+
+def _same_kind(old: Fact, new: Fact, words: set[str]) -> bool:
+    """Whether an update ``new`` replaces ``old`` of another relation (see :func:`_fold_fact`)."""
+    if not polarity(old):
+        return False
+    kinds = [r.partition(":") for r in (old.relation, new.relation)]
+    if all(base == "attribute" for base, _, _ in kinds):
+        heads = [thing.split()[-1] if thing.split() else "" for _, _, thing in kinds]
+        if heads[0] and heads[0] == heads[1]:
+            return True  # "my CFA Level I exam is on May 20" → "rescheduled the CFA exam"
+    theirs = content_words(old.object.name)
+    if new.negated:
+        return bool(words & set(theirs))
+    ours = content_words(new.object.name)
+    return bool(ours and theirs) and ours[-1] == theirs[-1] and set(ours) != set(theirs)
 
 
 def _fold_completion(task: Task, turn: Turn, view: MemoryView, out: Consolidation) -> bool:
     """Complete the open task ``task`` reports done; True when one was found."""
-    if task.status is not TaskStatus.DONE or len(task.states) != 1:
+    status = task.status
+    if status not in (TaskStatus.DONE, TaskStatus.CANCELLED) or len(task.states) != 1:
         return False
-    target = best_open_task(task.title, view.open_tasks())
+    open_tasks = view.open_tasks()
+    target = None if task.parse is Parse.CLAUSE else best_open_task(task.title, open_tasks)
+    if target is None:
+        target = closest_open_task(task.title, open_tasks, strict=task.parse is not Parse.CLAUSE)
     if target is None:
         return False
+    if status is TaskStatus.CANCELLED and content_words(target.title)[:1] == ["cancel"]:
+        status = TaskStatus.DONE  # "cancelled Disney+" does the task "cancel Disney+"
     done = State(
         id=task.states[0].id,
-        status=TaskStatus.DONE,
+        status=status,
         ts=task.states[0].ts,
-        note=f"reported done: {turn.text[:120]}",
+        note=f"reported {status.value}: {turn.text[:120]}",
         turn_id=turn.turn_id,
     )
-    out.update(dataclasses.replace(target, states=[*target.states, done]), "completed", task.id)
+    effect = "completed" if status is TaskStatus.DONE else "cancelled"
+    out.update(dataclasses.replace(target, states=[*target.states, done]), effect, task.id)
     return True
 
 
 def best_open_task(action: str, tasks: Sequence[Task]) -> Task | None:
     """The open task whose title holds every content word of ``action``'s object (the words
     after its verb); the one with the fewest extra words, then the earliest due, wins."""
-    words = content_words(action)
+    words = [w for w in content_words(action) if w not in GENERIC_TASK_WORDS]
     wanted = set(words[1:]) or set(words)
     matches = [t for t in tasks if wanted and wanted <= set(content_words(t.title))]
     if not matches:
@@ -212,6 +274,41 @@ def best_open_task(action: str, tasks: Sequence[Task]) -> Task | None:
             t.due.timestamp() if t.due else 0.0,
         ),
     )
+
+
+GENERIC_TASK_WORDS = frozenset("reminder alarm task todo to-do thing one".split())
+"""Words that name a task without saying which ("cancel the reminder")."""
+
+
+def closest_open_task(report: str, tasks: Sequence[Task], strict: bool = False) -> Task | None:
+    """The open task a free-form report ("done, cancelled the parking") shares the most
+    content words with (at least one that names the task, not a verb of reporting); the
+    earliest due wins a tie. ``strict`` (a completion a pattern read, "renew Mochi's insurance"
+    for "renew her pet insurance"): the verbs must agree too, or two words be shared."""
+    verb = content_words(report)[:1]
+    words = set(content_words(report)[1:] if strict else content_words(report))
+    words -= GENERIC_TASK_WORDS | REPORT_WORDS
+    scored = []
+    for t in tasks:
+        title = content_words(t.title)
+        shared = len(words & set(title))
+        if shared and (not strict or shared >= 2 or title[:1] == verb):
+            scored.append((shared, t))
+    if not scored:
+        return None
+    best = max(n for n, _ in scored)
+    return min(
+        (t for n, t in scored if n == best),
+        key=lambda t: (t.due is None, t.due.timestamp() if t.due else 0.0),
+    )
+
+
+REPORT_WORDS = frozenset(
+    "done finished completed sorted ticked taken care dealt handled got paid booked sent "
+    "bought picked collected submitted renewed cancelled canceled called returned ordered "
+    "fixed signed just already finally today yesterday".split()
+)
+"""Words of a report that say it is done, not what is."""
 
 
 def content_words(text: str) -> list[str]:

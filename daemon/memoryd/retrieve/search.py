@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from memoryd.config import RetrievalConfig
-from memoryd.models import Episode, Fact, Memory, SearchMode, Tier
+from memoryd.models import Episode, Fact, Memory, Parse, SearchMode, Tier
 from memoryd.retrieve.fusion import fuse
 from memoryd.retrieve.params import QueryParams
 from memoryd.retrieve.render import render_line
@@ -135,9 +135,15 @@ def _hits(
 
 
 def _without_shadowed_episodes(items: list[Item]) -> list[Item]:
-    """Drop an episode whose turn is also among the items as a fact, rule or task: the typed
-    record says the same thing with more structure, and one turn should not fill two slots."""
-    typed = {i.memory.turn_id for i in items if not isinstance(i.memory, Episode)}
+    """Drop an episode whose turn is also among the items as a fact, rule or task a pattern
+    read: the typed record says the same thing with more structure, and one turn should not
+    fill two slots. A record read from the clause or kept as the sentence may say less than
+    the episode ("always → Went for a night run…"), so it shadows nothing."""
+    typed = {
+        i.memory.turn_id
+        for i in items
+        if not isinstance(i.memory, Episode) and i.memory.parse is Parse.PATTERN
+    }
     return [i for i in items if not isinstance(i.memory, Episode) or i.memory.turn_id not in typed]
 
 

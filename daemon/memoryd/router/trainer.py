@@ -2,7 +2,7 @@
 
 A round trains a new head on the seed set's training split plus the training part of the user's
 label pool, validates it against the current head on the same held-out data (the seed's held-out
-templates plus the held-out slice of the pool), and accepts it only if macro-F1 does not drop.
+lines plus the held-out slice of the pool), and accepts it only if macro-F1 does not drop.
 The accepted head is calibrated (temperature scaling on the validation data) before it is used.
 
     seed = SeedSet.load(model_dir)
@@ -25,6 +25,7 @@ import numpy as np
 
 from memoryd.errors import ModelMissingError
 from memoryd.router.calibrate import fit_temperature
+from memoryd.router.features import features
 from memoryd.router.head import RouterHead, f1_scores
 from memoryd.router.router import DEFAULT_THRESHOLD, decide
 
@@ -55,7 +56,8 @@ def in_pool_holdout(key: str, share: float = POOL_HOLDOUT_SHARE) -> bool:
 class SeedSet:
     """The embedded seed set of round S0 and the recipe its head was trained with.
 
-    ``holdout`` marks the lines of held-out templates; heads are trained on the rest.
+    ``holdout`` marks the held-out lines; heads are trained on the rest. ``cues``: heads read
+    the cue features next to the embedding (:mod:`memoryd.router.features`).
     """
 
     x: np.ndarray
@@ -64,6 +66,7 @@ class SeedSet:
     holdout: np.ndarray
     hidden: int
     weight_decay: float
+    cues: bool = True
 
     @classmethod
     def load(cls, model_dir: Path) -> SeedSet:
@@ -78,6 +81,7 @@ class SeedSet:
                 holdout=data["holdout"].astype(bool),
                 hidden=int(data["hidden"]),
                 weight_decay=float(data["weight_decay"]),
+                cues=bool(data["cues"]) if "cues" in data.files else False,
             )
 
     def save(self, path: Path) -> None:
@@ -90,6 +94,7 @@ class SeedSet:
                 holdout=self.holdout,
                 hidden=np.array(self.hidden),
                 weight_decay=np.array(self.weight_decay),
+                cues=np.array(self.cues),
             )
 
 
@@ -122,8 +127,8 @@ class RoundResult:
     f1_after: dict[str, float]
     sizes: dict[str, int]
     macro_by_part: dict[str, dict[str, float]]
-    """Macro-F1 before/after on the seed's held-out templates and on the pool's held-out
-    slice separately: a pool can lift its own part while the unseen templates drift down."""
+    """Macro-F1 before/after on the seed's held-out lines and on the pool's held-out
+    slice separately: a pool can lift its own part while the shipped held-out lines drift down."""
 
     def report(self) -> dict[str, Any]:
         """JSON-ready summary (what the journal records)."""
@@ -160,12 +165,18 @@ def train_round(
     y_train = np.concatenate([seed.y[train_seed], pool.y[train_pool]])
     x_val = np.concatenate([seed.x[seed.holdout], pool.x[pool.holdout]])
     y_val = np.concatenate([seed.y[seed.holdout], pool.y[pool.holdout]])
+    texts_train = _pick(seed.texts, train_seed) + _pick(pool.texts, train_pool)
     texts_val = _pick(seed.texts, seed.holdout) + _pick(pool.texts, pool.holdout)
 
+    if seed.cues:
+        x_train, x_val_in = features(x_train, texts_train), features(x_val, texts_val)
+    else:
+        x_val_in = x_val
     candidate = RouterHead.train(
         x_train, y_train, hidden=seed.hidden, weight_decay=seed.weight_decay
     )
-    candidate = candidate.with_temperature(fit_temperature(candidate.logits(x_val), y_val))
+    logits = candidate.logits(x_val_in)
+    candidate = candidate.with_temperature(fit_temperature(logits, y_val))
     current_labels = decide(current, x_val, texts_val, threshold)
     candidate_labels = decide(candidate, x_val, texts_val, threshold)
     before, after = f1_scores(y_val, current_labels), f1_scores(y_val, candidate_labels)

@@ -21,6 +21,7 @@ from memoryd.models import (
     Memory,
     MemoryRef,
     MemoryType,
+    Parse,
     Receipt,
     RoutedBy,
     Turn,
@@ -76,7 +77,7 @@ class MemoryRefReply(BaseModel):
 
 class EffectReply(BaseModel):
     id: str = Field(description="the stored memory the turn changed")
-    effect: str = Field(description="superseded, reinforced, completed or supported")
+    effect: str = Field(description="superseded, reinforced, completed, cancelled or supported")
     by: str = Field(description="the record (or turn) that changed it")
 
     @classmethod
@@ -297,6 +298,10 @@ class TraceReply(BaseModel):
     score: float
     why: str
     hit: bool = Field(description="ranked by the search (false: brought in by an expansion)")
+    parse: Parse | None = Field(
+        default=None,
+        description="how a fact, rule or task was read from its turn: pattern, clause or generic",
+    )
 
 
 class QueryReply(BaseModel):
@@ -327,6 +332,7 @@ class QueryReply(BaseModel):
                     score=round(i.score, 6),
                     why=i.why,
                     hit=i.hit,
+                    parse=getattr(i.memory, "parse", None),
                 )
                 for i in result.items
             ],

@@ -28,6 +28,7 @@ from memoryd.models import (
     MemoryType,
     Mention,
     Origin,
+    Parse,
     Receipt,
     Role,
     RoutedBy,
@@ -83,12 +84,14 @@ def memory_from_payload(kind: MemoryType, data: dict[str, Any]) -> Memory:
         d["object"] = _entity(d["object"])
         d["valid_from"], d["valid_to"] = _dt(d.get("valid_from")), _dt(d.get("valid_to"))
         d["origin"] = Origin(d.get("origin", Origin.EXTRACTOR))
+        d["parse"] = Parse(d.get("parse", Parse.PATTERN))
         return Fact(**d)
     if kind is MemoryType.PROCEDURAL:
         d["nodes"] = [
             RuleNode(**{**n, "kind": RuleNodeKind(n["kind"])}) for n in d.get("nodes", [])
         ]
         d["origin"] = Origin(d.get("origin", Origin.EXTRACTOR))
+        d["parse"] = Parse(d.get("parse", Parse.PATTERN))
         return Rule(**d)
     d["due"] = _dt(d.get("due"))
     d["states"] = [
@@ -96,6 +99,7 @@ def memory_from_payload(kind: MemoryType, data: dict[str, Any]) -> Memory:
         for s in d.get("states", [])
     ]
     d["origin"] = Origin(d.get("origin", Origin.EXTRACTOR))
+    d["parse"] = Parse(d.get("parse", Parse.PATTERN))
     return Task(**d)
 
 

@@ -514,6 +514,17 @@ class Journal:
         stored = self.tasks([TaskStatus.PENDING])
         return [s.memory for s in stored if isinstance(s.memory, Task)]
 
+    def current_facts_of(self, subject: str) -> list[Fact]:
+        """Live, still valid facts of ``subject``, any relation (an update's candidates)."""
+        rows = self.db.read(
+            f"SELECT {MEMORY_COLUMNS} FROM memories INDEXED BY facts_by_key"
+            " WHERE type = 'semantic' AND deleted = 0"
+            " AND json_extract(payload, '$.subject') = ?"
+            " AND json_extract(payload, '$.valid_to') IS NULL ORDER BY num",
+            (subject,),
+        )
+        return [f for f in (self._stored(r).memory for r in rows) if isinstance(f, Fact)]
+
     def rules_titled(self, title: str) -> list[Rule]:
         rows = self.db.read(
             f"SELECT {MEMORY_COLUMNS} FROM memories WHERE type = 'procedural' AND deleted = 0"

@@ -23,6 +23,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from memoryd.memory.extract.clauses import (
+    clause_completions,
+    clause_facts,
+    clause_rules,
+    clause_tasks,
+    reports_done,
+)
 from memoryd.memory.extract.facts import RELATIONS, FactCandidate, Located, sentence_facts
 from memoryd.memory.extract.health import is_health_related, related_drug_terms
 from memoryd.memory.extract.mentions import EntityMention, entity_mentions
@@ -35,6 +42,7 @@ from memoryd.memory.extract.tasks import (
     requested_reminder,
     sentence_completions,
     sentence_tasks,
+    when_reminded,
 )
 from memoryd.memory.timeparse import TimeMention, find_times
 
@@ -47,10 +55,15 @@ __all__ = [
     "RuleCandidate",
     "TaskCandidate",
     "canonical_name",
+    "clause_completions",
+    "clause_facts",
+    "clause_rules",
+    "clause_tasks",
     "entity_id",
     "extract",
     "is_health_related",
     "related_drug_terms",
+    "reports_done",
 ]
 
 
@@ -85,4 +98,5 @@ def extract(text: str, now: datetime) -> Extraction:
         tasks.extend(sentence_tasks(sentence, local, now))
         completions.extend(sentence_completions(sentence, local, now))
     entities = entity_mentions(text, times, facts, {s.start for s in sentences})
+    tasks = when_reminded(tasks, sentences, times, now)
     return Extraction(times, entities, [f for f, _ in facts], rules, tasks, completions)

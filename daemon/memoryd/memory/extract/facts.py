@@ -48,7 +48,7 @@ from memoryd.memory.extract.sentences import (
     rx,
 )
 from memoryd.memory.timeparse import TimeMention
-from memoryd.models import EntityType
+from memoryd.models import EntityType, Parse
 
 __all__ = [
     "GENERIC_ROLES",
@@ -77,7 +77,9 @@ class FactCandidate:
 
     ``qualifier`` narrows the relation where the vocabulary needs it: the kind of relative
     ("sister" in "my sister Anna"), the category of a favourite ("food"), the kind of thing owned
-    ("dog" in "a dog named Max"); empty otherwise.
+    ("dog" in "a dog named Max"); empty otherwise. ``ended``: the state is over ("I used to
+    live in Leeds"); ``update``: the statement replaces the relation's current values
+    ("switched to green tea", "moved to Bristol"); ``parse``: how it was read.
     """
 
     relation: str
@@ -87,6 +89,9 @@ class FactCandidate:
     text: str
     confidence: float
     qualifier: str = ""
+    ended: bool = False
+    update: bool = False
+    parse: Parse = Parse.PATTERN
 
 
 OCCUPATIONS = frozenset(

@@ -15,8 +15,9 @@ from memoryd.memory.extract.health import (
 )
 from memoryd.memory.extract.names import canonical_name
 from memoryd.memory.extract.sentences import FUNCTION_WORDS, IMPERATIVES, Sentence, rx, shorten
+from memoryd.models import Parse
 
-__all__ = ["MAX_RULE_TAGS", "RuleCandidate", "sentence_rules"]
+__all__ = ["MAX_RULE_TAGS", "RuleCandidate", "rule_tags", "sentence_rules", "steps"]
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,7 @@ class RuleCandidate:
     text: str
     otherwise: list[str]
     tags: list[str]
+    parse: Parse = Parse.PATTERN
 
 
 # Rules.
@@ -150,10 +152,10 @@ def _clause_rule(s: str, keep_else: bool) -> RuleCandidate | None:
     conditions = [c.strip() for c in _CONDITION_SPLIT.split(cond) if c.strip()]
     if keyword in ("before", "after", "once"):
         conditions = [f"{keyword} {c}" for c in conditions]
-    actions = _steps(act)
+    actions = steps(act)
     if not _meaningful(conditions) or not actions or not _is_action(actions[0]):
         return None
-    branch = _steps(otherwise) if keep_else else []
+    branch = steps(otherwise) if keep_else else []
     if branch and (not _is_action(branch[0]) or _R_PAST.search(otherwise)):
         branch = []
     return _rule(conditions, actions, branch, s)
@@ -167,16 +169,16 @@ def _split_else(text: str) -> tuple[str, str]:
     return text[: m.start()], text[m.end() :].strip(" ,")
 
 
-def _steps(text: str) -> list[str]:
+def steps(text: str) -> list[str]:
     """Actions in order: split at "then" and ";", and at commas when every item is an action."""
-    steps: list[str] = []
+    out: list[str] = []
     for part in _ACTION_SPLIT.split(text):
         part = part.strip(" ,")
         if not part:
             continue
         items = [i.strip(" ,") for i in _STEP_LIST.split(part) if i.strip(" ,")]
-        steps += items if len(items) > 1 and all(_is_action(i) for i in items) else [part]
-    return steps
+        out += items if len(items) > 1 and all(_is_action(i) for i in items) else [part]
+    return out
 
 
 def _meaningful(conditions: list[str]) -> bool:
@@ -198,10 +200,10 @@ def _rule(
     conditions: list[str], actions: list[str], otherwise: list[str], text: str
 ) -> RuleCandidate:
     title = shorten(f"{conditions[0]} → {actions[0]}")
-    return RuleCandidate(title, conditions, actions, text, otherwise, _tags(conditions, text))
+    return RuleCandidate(title, conditions, actions, text, otherwise, rule_tags(conditions, text))
 
 
-def _tags(conditions: list[str], text: str) -> list[str]:
+def rule_tags(conditions: list[str], text: str) -> list[str]:
     """Tags: 'health' for a health-related rule, then the drugs and conditions it names
     (canonical names; its conditions' first, then the rest in text order); at most
     MAX_RULE_TAGS."""

@@ -3,6 +3,7 @@ reported as done."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -24,6 +25,7 @@ from memoryd.memory.extract.sentences import (
     shorten,
 )
 from memoryd.memory.timeparse import TimeMention
+from memoryd.models import Parse, TaskStatus
 
 __all__ = [
     "CLAUSE_WORDS",
@@ -33,6 +35,7 @@ __all__ = [
     "TITLE_TAIL",
     "Completion",
     "TaskCandidate",
+    "due_time",
     "requested_reminder",
     "sentence_completions",
     "sentence_tasks",
@@ -46,15 +49,19 @@ class TaskCandidate:
     title: str
     due: datetime | None
     text: str
+    parse: Parse = Parse.PATTERN
 
 
 @dataclass(frozen=True)
 class Completion:
-    """An action the speaker reports as done; ``action`` is in base form ("take aspirin")."""
+    """An action the speaker reports as done (or, ``status`` cancelled, as called off);
+    ``action`` is in base form ("take aspirin")."""
 
     action: str
     ts: datetime
     text: str
+    status: TaskStatus = TaskStatus.DONE
+    parse: Parse = Parse.PATTERN
 
 
 # Past-tense verbs that report a finished action, with the base form used in Completion.action.
@@ -133,6 +140,34 @@ _TITLE_END = rx(r"\s*,\s*(?:and\s+)?(?:since|because|so|but|which|it|it's|I)\b|\
 TITLE_TAIL = rx(r"(?:\s+(?:at|on|by|in|for|please|tomorrow|today))+\s*$")
 
 
+# Due times: a clock next to a day, words that keep a time in the past, what a mention names.
+_CLOCK = rx(
+    r"[\s,]*(?:at\s+|@\s*|from\s+)?(?P<hour>\d{1,2})(?:[:.](?P<minute>\d{2}))?\s*"
+    r"(?P<ampm>[ap]\.?m\.?)?(?![\d/])"
+)
+_EVENING = rx(r"\b(?:tonight|this\s+evening|tomorrow\s+(?:night|evening))\b")
+_PAST_WORDS = rx(r"\b(?:last|ago|yesterday|earlier|previous)\b")
+_WEEKDAY = rx(r"\b(?:mon|tue|wed|thu|fri|sat|sun)[a-z]*\b")
+_ORDINAL_DAY = rx(r"\b\d{1,2}(?:st|nd|rd|th)\b")
+_MONTH_NAME = rx(r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\b")
+
+# What cutting the times out of a title leaves behind.
+MAX_TITLE_WORDS = 12
+_DANGLING = rx(
+    r"\s+(?:every|each|by|on|at|from|to|due|until|till|around)(?=\s*(?:$|[,.;:–—-]|and\b|the\s*$))"
+    r"|\s+[–—-]+(?=\s*$)|\s+(?:mon|tue|tues|wed|thu|thur|thurs|fri|sat|sun)\b\.?"
+)
+_CLOCK_LEFT = rx(r"\s+(?:at|@)\s+\d{1,2}(?:[:.]\d{2})?\s*(?:[ap]\.?m\.?)?(?=\s|$|[,.;])")
+_EMPTY_PARENS = re.compile(r"\(\s*(?:due|at|on|by)?\s*\)")
+_LEADING_TIME_WORDS = rx(
+    r"^(?:(?:every|each|on|at|by|around)\s+|\d{1,2}(?:[:.]\d{2})?\s*(?:[ap]\.?m\.?)?\s+)+(?:to\s+)?"
+)
+_ORPHAN_POSSESSIVE = re.compile(r"(?<=\s)'s\b\s*")
+_TIDY_TAIL = rx(
+    r"(?:\s+(?:at|on|by|in|for|from|until|till|around|before|after|the|a|an|to|and|is|are|was)|"
+    r"'s)+$"
+)
+
 # Completions.
 _C_VERB = rx(
     rf"(?:{PRONOUN_I}|^\s*)(?:\s+(?:already|just|finally|also))*\s*"
@@ -149,6 +184,28 @@ _C_DONE_SUFFIX = rx(
 )
 
 
+# An app's line that closes a task: "todo: done — pay council tax", "To-do: ✔ Call Octopus".
+_C_LOG_DONE = rx(
+    r"^\s*(?:log\s*:\s*)?(?:[\w .-]{1,24}:\s*)?(?:(?:reminder|todo|to-do|task)\s+)?"
+    r"(?:(?:done|completed|finished)\s*[—–:-]|[✔✓✅☑])\s*(?P<what>.{2,120}?)\s*$"
+)
+_DONE_LEAD = rx(
+    r"^\s*(?:(?:all\s+)?done|ok(?:ay)?|yes|yep|right|great|sorted|update)\s*[,:!.—–-]+\s*"
+)
+# "Remind me on March 1st.": a reminder's time and nothing to do.
+_REMIND_ONLY = rx(
+    r"^\s*(?:and\s+|so\s+|please\s+)*(?:(?:can|could)\s+you\s+)?(?:remind|ping|nudge|text)\s+me"
+    r"(?!.*\b(?:to|that|about|of)\b)[^,;]*$"
+)
+# Calling a task off: "cancel the dentist", "the book club is off this week".
+_C_CANCEL = rx(
+    r"^\s*(?:(?:please|ok|okay|so|oh|actually)[,\s]+)*(?:(?:can|could|would)\s+you\s+(?:please\s+)?)?"
+    r"(?:cancel|call\s+off|scrap|drop)\s+(?P<what>.+)$"
+)
+_C_CANCELLED = rx(
+    r"^\s*(?P<what>(?:the\s+|my\s+|our\s+)?[a-z][\w'-]*(?:\s+[a-z][\w'-]*){0,4}?)\s+(?:is|are|'s|"
+    r"has\s+been|have\s+been|was|got)\s+(?:cancelled|canceled|called\s+off|off)\b"
+)
 _CLAUSE_END = rx(r"\s*,?\s+(?:but|because|so|since|while|which|when)\b|\s+[-–—]\s+")
 
 
@@ -170,11 +227,17 @@ def sentence_tasks(
 ) -> list[TaskCandidate]:
     """To-dos, reminders and scheduled constraints of one sentence (at most one)."""
     s = sentence.text
+    if _C_LOG_DONE.match(s):
+        return []  # "todo: done — …" closes a task (a completion), it does not open one
     upcoming = any(t.value.date() >= now.date() for t in times)
     for pattern in (_T_REMIND, _T_FORGET, _T_TODO, _T_NEED):
         m = pattern.search(s)
         if m is None or (pattern is _T_NEED and not _is_need_task(s, m, upcoming)):
             continue
+        # "remind me on the 8th to book a table for Saturday": the reminder's time is the due
+        before = [t for t in times if t.end <= sentence.start + m.start("what")]
+        if pattern is _T_REMIND and before:
+            return _task(sentence, m.start("what"), m.end("what"), before, now, due_anywhere=True)
         return _task(sentence, m.start("what"), m.end("what"), times, now)
     m = _T_LOG.match(s)
     if m and times:
@@ -219,43 +282,113 @@ def _task(
     lo, hi = sentence.start + start, sentence.start + end
     inside = [t for t in times if lo <= t.start and t.end <= hi]
     title = _TITLE_END.split(cut_times(sentence.text[start:end], lo, inside))[0]
-    title = TITLE_TAIL.sub("", title).strip(" ,;:-")
+    title = tidy_title(TITLE_TAIL.sub("", title))
     if all(w in FUNCTION_WORDS for w in title.lower().split()):
         return []
     due_from = times if due_anywhere else inside or times
-    due = _due(due_from[0], now) if due_from else None
+    due = due_time(due_from[0], now, _after(sentence, due_from[0])) if due_from else None
     return [TaskCandidate(shorten(title, 120), due, sentence.text)]
 
 
-def _due(mention: TimeMention, now: datetime) -> datetime:
-    """A bare clock time already past today means the next day ("alarm set for 7:00" at 22:00)."""
-    value = mention.value
-    if mention.granularity == "minute" and value < now and value.date() == now.date():
+def _after(sentence: Sentence, mention: TimeMention) -> str:
+    """The sentence's text after ``mention`` ("" when the mention is not in it)."""
+    at = mention.end - sentence.start
+    return sentence.text[at:] if 0 <= at <= len(sentence.text) else ""
+
+
+def due_time(mention: TimeMention, now: datetime, after: str = "") -> datetime:
+    """When a task is due, from the time mention that names it, in the future.
+
+    A time reader resolves a bare "Thursday" or "the 28th" to the nearest one, which suits a
+    story ("on Thursday we went…") but not a to-do: a due time before ``now`` moves forward
+    (a weekday by weeks, an ordinal day by months, a day and month by years, a bare clock time
+    to the next day) unless the text says it is past ("last", "ago", "yesterday"). A due day
+    takes the clock time ``after`` (the text right after the mention) starts with ("Thursday
+    at 6", "Thu 18:30"): a bare hour from 1 to 7 is in the evening, as people set appointments.
+    """
+    value, text_at = mention.value, mention.text.lower()
+    evening = _EVENING.search(text_at) is not None
+    clock = _CLOCK.match(after) if mention.granularity == "day" or evening else None
+    if clock:
+        hour = _hour(clock)
+        hour = hour + 12 if evening and hour < 12 else hour  # "tonight at 9"
+        value = value.replace(hour=hour, minute=int(clock["minute"] or 0))
+    if value >= now or _PAST_WORDS.search(text_at):
+        return value
+    if mention.granularity == "minute" and value.date() == now.date():
         return value + timedelta(days=1)
+    if _WEEKDAY.search(text_at):
+        return value + timedelta(days=7 * (1 + (now - value).days // 7))
+    if _ORDINAL_DAY.search(text_at) and not _MONTH_NAME.search(text_at):
+        month = value.month % 12 + 1
+        return _shift(value, value.year + (value.month == 12), month)
+    if _MONTH_NAME.search(text_at) and mention.granularity == "day":
+        return _shift(value, value.year + 1, value.month)
     return value
+
+
+def _hour(clock: re.Match[str]) -> int:
+    hour, meridiem = int(clock["hour"]) % 24, (clock["ampm"] or "").lower()
+    if meridiem.startswith("p") and hour < 12:
+        return hour + 12
+    if meridiem.startswith("a") and hour == 12:
+        return 0
+    return hour + 12 if not meridiem and 1 <= hour <= 7 else hour
+
+
+def _shift(value: datetime, year: int, month: int) -> datetime:
+    try:
+        return value.replace(year=year, month=month)
+    except ValueError:  # the 31st in a shorter month
+        return value.replace(year=year, month=month, day=28)
 
 
 def sentence_completions(
     sentence: Sentence, times: list[TimeMention], now: datetime
 ) -> list[Completion]:
     """Actions reported as done; skipped when the sentence is about more than a day ago."""
-    s = sentence.text
-    if times and times[0].value.date() < now.date() - timedelta(days=1):
+    s = text = sentence.text
+    if times and _before_yesterday(times[0], now):
         return []
     ts = _completion_ts(times, now)
     out: list[Completion] = []
+    lead = _DONE_LEAD.match(s)
+    if lead:  # "done, cancelled the parking": read what follows the report (same offsets)
+        s = " " * lead.end() + s[lead.end() :]
     for m in _C_VERB.finditer(s):
         if CONDITIONAL.search(s, 0, m.start()) or not opens_clause(s, m.start()):
             continue
         what = _strip_times(sentence, m.start("what"), m.end("what"), times)
-        out.extend(Completion(a, ts, s) for a in _actions(COMPLETION_VERBS[_verb(m)], what))
+        base = COMPLETION_VERBS[_verb(m)]
+        status = TaskStatus.CANCELLED if base == "cancel" else TaskStatus.DONE
+        out.extend(Completion(a, ts, text, status) for a in _actions(base, what))
+    cancel = None if out else _C_CANCEL.match(s) or _C_CANCELLED.match(s)
+    if cancel and not CONDITIONAL.search(s, 0, cancel.start()):
+        what = _strip_times(sentence, cancel.start("what"), cancel.end("what"), times)
+        out.extend(Completion(a, ts, text, TaskStatus.CANCELLED) for a in _actions("cancel", what))
+    logged = None if out else _C_LOG_DONE.match(s)
+    if logged:
+        what = _strip_times(sentence, logged.start("what"), logged.end("what"), times)
+        if what:
+            out.append(Completion(f"do {what}", ts, text))
     if not out:
         done = _C_DONE_WITH.search(s) or _C_DONE_SUFFIX.match(s)
         if done and not CONDITIONAL.search(s, 0, done.start()):
             what = _strip_times(sentence, done.start("what"), done.end("what"), times)
             if not _NOT_DONE.intersection(what.lower().split()):
-                out.extend(Completion(a, ts, s) for a in _actions("finish", what))
+                out.extend(Completion(a, ts, text) for a in _actions("finish", what))
     return out
+
+
+def _before_yesterday(mention: TimeMention, now: datetime) -> bool:
+    """Whether ``mention`` is more than a day ago; the current year or month ("this year")
+    is not."""
+    value = mention.value
+    if mention.granularity == "year" and value.year == now.year:
+        return False
+    if mention.granularity == "month" and (value.year, value.month) == (now.year, now.month):
+        return False
+    return value.date() < now.date() - timedelta(days=1)
 
 
 def _completion_ts(times: list[TimeMention], now: datetime) -> datetime:
@@ -302,3 +435,34 @@ def _actions(base: str, what: str) -> list[str]:
             break
         actions.append(f"{base} {obj}")
     return actions
+
+
+def tidy_title(title: str) -> str:
+    """Drop what cutting the times left behind ("due", "every", "by", a dash, empty brackets),
+    quotes and leading determiners; at most ``MAX_TITLE_WORDS`` words."""
+    title = _EMPTY_PARENS.sub("", _DANGLING.sub("", _CLOCK_LEFT.sub("", title)))
+    title = _ORPHAN_POSSESSIVE.sub("", title)  # "book Saturday's class" without "Saturday"
+    title = title.strip(" .,:;'\"-–—")
+    title = _LEADING_TIME_WORDS.sub("", LEADING_DET.sub("", title))
+    title = re.sub(r"^(?:his|her|their)\s+", "", title, flags=re.IGNORECASE)
+    title = _TIDY_TAIL.sub("", title).strip(" .,:;'\"-–—")
+    return " ".join(title.split()[:MAX_TITLE_WORDS]).strip(" .,:;'\"-–—")
+
+
+def when_reminded(
+    tasks: list[TaskCandidate], sentences: list[Sentence], times: list[TimeMention], now: datetime
+) -> list[TaskCandidate]:
+    """A sentence that only says when to be reminded ("Don't let me forget to renew my
+    passport. Remind me on March 1st.") gives the task before it its due time."""
+    out = list(tasks)
+    for sentence in sentences:
+        if not out or not _REMIND_ONLY.match(sentence.text):
+            continue
+        local = [t for t in times if sentence.start <= t.start < sentence.end]
+        before = [i for i, t in enumerate(out) if t.text != sentence.text]
+        if local and before:
+            i = before[-1]
+            out[i] = dataclasses.replace(
+                out[i], due=due_time(local[0], now, _after(sentence, local[0]))
+            )
+    return out

@@ -1,0 +1,193 @@
+"""Type-true construction: the clause readers (memoryd.memory.extract.clauses), due times, and
+what consolidation makes of updates, negations and ended states."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from memoryd.memory.build import build_memories
+from memoryd.memory.extract import (
+    clause_completions,
+    clause_facts,
+    clause_rules,
+    clause_tasks,
+    extract,
+    reports_done,
+)
+from memoryd.models import Fact, Label, Parse, Role, Rule, Task, TaskStatus, Turn
+
+# Monday 30 March 2026, 10:00 UTC.
+NOW = datetime(2026, 3, 30, 10, 0, tzinfo=UTC)
+
+
+def _facts(text: str) -> list[tuple[str, str, bool]]:
+    return [(f.relation, f.object, f.negated) for f in clause_facts(text, extract(text, NOW).times)]
+
+
+def _tasks(text: str) -> list[tuple[str, str | None]]:
+    times = extract(text, NOW).times
+    return [(t.title, t.due.isoformat() if t.due else None) for t in clause_tasks(text, times, NOW)]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "I drink three coffees a day, usually a flat white",
+            [("drinks", "three coffees a day", False)],
+        ),
+        ("i dont take ibuprofen anymore it wrecks my stomach", [("takes", "ibuprofen", True)]),
+        ("my GP surgery is Lambeth Walk", [("attribute:gp surgery", "Lambeth Walk", False)]),
+        ("I'm lactose intolerant, so no cheese sauces", [("is", "lactose intolerant", False)]),
+        ("we've got Prime so always check Amazon", [("has", "Prime", False)]),
+        (
+            "I owe about 6,200 on my student loan",
+            [("owes", "about 6,200 on my student loan", False)],
+        ),
+        (
+            "Bea quit choir, she hated the new director",
+            [("about:bea", "choir", True)],
+        ),
+        (
+            "I've switched to oat milk, no more whole milk",
+            [("uses", "oat milk", False), ("uses", "whole milk", True)],
+        ),
+        ("I rescheduled the driving test to June 3", [("attribute:driving test", "June 3", False)]),
+    ],
+)
+def test_clause_facts_read_subject_verb_and_value(text: str, expected: list) -> None:
+    assert _facts(text) == expected
+
+
+def test_clause_facts_keep_events_hedges_and_questions_out() -> None:
+    assert _facts("I had sushi with Tom yesterday") == []
+    assert _facts("Maybe I like jazz") == []
+    assert _facts("What do I usually drink in the morning?") == []
+
+
+def test_a_sentence_no_clause_reads_is_kept_as_a_generic_fact() -> None:
+    (fact,) = clause_facts("Honestly lemon cake beats everything", [])
+    assert (fact.relation, fact.parse) == ("states", Parse.GENERIC)
+
+
+def test_ended_and_current_states() -> None:
+    (used,) = clause_facts("I used to live in Leeds", [])
+    (since,) = clause_facts("I've had a peanut allergy since I was a kid", [])
+    assert used.ended and not since.ended
+    assert (since.relation, since.object) == ("has_condition", "peanut allergy")
+
+
+@pytest.mark.parametrize(
+    ("text", "conditions", "actions"),
+    [
+        (
+            "Whenever I fly long-haul, remind me to book an aisle seat",
+            ["I fly long-haul"],
+            ["remind me to book an aisle seat"],
+        ),
+        ("on rainy days I take the bus to work", ["on rainy days"], ["I take the bus to work"]),
+        ("from now on reply to me in Portuguese", ["from now on"], ["reply to me in Portuguese"]),
+        (
+            "If my balance is under 1,000 by the 20th, move 200 from savings",
+            ["my balance is under 1,000 by the 20th"],
+            ["move 200 from savings"],
+        ),
+        (
+            "when I say I'm off to bed, lock the back door",
+            ["I say I'm off to bed"],
+            ["lock the back door"],
+        ),
+        (
+            "Every Friday evening, send me the week's expenses",
+            ["every friday evening"],
+            ["send me the week's expenses"],
+        ),
+        (
+            "bread machine: flour first, then water, then the yeast on top",
+            ["bread machine"],
+            ["flour first", "water", "the yeast on top"],
+        ),
+    ],
+)
+def test_clause_rules_read_trigger_and_action(
+    text: str, conditions: list[str], actions: list[str]
+) -> None:
+    (rule,) = clause_rules(text)
+    assert (rule.conditions, rule.actions, rule.parse) == (conditions, actions, Parse.CLAUSE)
+
+
+def test_a_rule_without_a_trigger_is_a_standing_one() -> None:
+    (rule,) = clause_rules("No more than two coffees for me, whatever I say")
+    assert (rule.conditions, rule.parse) == (["always"], Parse.GENERIC)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "Don't let me forget the parent-teacher meeting on Thursday at 6",
+            ("parent-teacher meeting", "2026-04-02T18:00:00+00:00"),
+        ),
+        (
+            "ping me tomorrow at 8:45 to call the landlord",
+            ("call the landlord", "2026-03-31T08:45:00+00:00"),
+        ),
+        (
+            'Calendar: "Boiler service" Fri 2 Apr 09:00',
+            ("Boiler service", "2026-04-02T09:00:00+00:00"),
+        ),
+        (
+            "The recycling goes out Tuesday, make sure we put the glass box out",
+            ("put the glass box out", "2026-03-31T00:00:00+00:00"),
+        ),
+    ],
+)
+def test_clause_tasks_read_the_request_and_its_due_time(text: str, expected: tuple) -> None:
+    assert _tasks(text) == [expected]
+
+
+def test_a_past_weekday_or_ordinal_is_due_next_time() -> None:
+    x = extract("Remind me on the 28th to pay the window cleaner", NOW)
+    (task,) = x.tasks
+    assert task.due == datetime(2026, 4, 28, tzinfo=UTC)
+
+
+def test_reports_of_done_and_cancelled() -> None:
+    (done,) = clause_completions("got the parking permit, that one's done", [], NOW)
+    assert (done.status, done.parse) == (TaskStatus.DONE, Parse.CLAUSE)
+    (off,) = clause_completions("the plumber visit got cancelled", [], NOW)
+    assert off.status is TaskStatus.CANCELLED
+    assert (
+        clause_completions("I'll book the vet tomorrow", extract("tomorrow", NOW).times, NOW) == []
+    )
+    assert reports_done("Done, paid the council tax") and not reports_done("done with the book?")
+
+
+def _turn(text: str, *labels: Label, role: Role = Role.USER, turn_id: str = "t1") -> Turn:
+    return Turn(turn_id, "s1", role, text, NOW, labels=labels)
+
+
+def _built(text: str, *labels: Label, role: Role = Role.USER) -> list:
+    turn = _turn(text, *labels, role=role)
+    return build_memories(turn, extract(text, NOW))
+
+
+def test_the_label_decides_the_type_and_the_parse_is_recorded() -> None:
+    (fact,) = [
+        m for m in _built("I drink three coffees a day", Label.SEMANTIC) if isinstance(m, Fact)
+    ]
+    (rule,) = [
+        m for m in _built("on rainy days I cycle in", Label.PROCEDURAL) if isinstance(m, Rule)
+    ]
+    (task,) = [m for m in _built("dentist Thursday at 3", Label.WORKING) if isinstance(m, Task)]
+    assert (fact.parse, rule.parse, task.parse) == (Parse.CLAUSE, Parse.CLAUSE, Parse.CLAUSE)
+    assert task.due == datetime(2026, 4, 2, 15, 0, tzinfo=UTC)
+
+
+def test_an_assistant_confirmation_opens_no_task_and_makes_no_generic_rule() -> None:
+    records = _built(
+        "Sure, reminder set for 5pm.", Label.PROCEDURAL, Label.WORKING, role=Role.ASSISTANT
+    )
+    assert [type(m).__name__ for m in records] == ["Episode"]
