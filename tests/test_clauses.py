@@ -191,3 +191,11 @@ def test_an_assistant_confirmation_opens_no_task_and_makes_no_generic_rule() -> 
         "Sure, reminder set for 5pm.", Label.PROCEDURAL, Label.WORKING, role=Role.ASSISTANT
     )
     assert [type(m).__name__ for m in records] == ["Episode"]
+
+
+def test_a_long_turn_called_noise_keeps_its_episode() -> None:
+    long = (
+        "Wow, love that painting! So cool you found such a helpful group, what's it done for you?"
+    )
+    assert [type(m).__name__ for m in _built(long, Label.FRAGMENTED)] == ["Episode"]
+    assert _built("haha thanks so much!", Label.FRAGMENTED) == []

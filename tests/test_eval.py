@@ -19,7 +19,11 @@ SAMPLE = [
             "session_1_date_time": "1:56 pm on 8 May, 2023",
             "session_1": [
                 {"speaker": "Ana", "dia_id": "D1:1", "text": "I adopted a grey cat named Pixel."},
-                {"speaker": "Ben", "dia_id": "D1:2", "text": "Nice! I am training for a marathon."},
+                {
+                    "speaker": "Ben",
+                    "dia_id": "D1:2",
+                    "text": "I am training for a marathon, my first one.",
+                },
                 {
                     "speaker": "Ana",
                     "dia_id": "D1:3",

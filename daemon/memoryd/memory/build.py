@@ -5,8 +5,10 @@ The router's labels pick the record types; the extraction fills them::
     turn.labels == (Label.SEMANTIC,), text "I'm allergic to ibuprofen"
     → [Fact(relation="allergic_to", object=Entity(name="ibuprofen", type=OBJECT), ...)]
 
-- a turn labelled only ``fragmented`` becomes nothing (it stays in the journal); next to another
-  label ``fragmented`` is ignored, and a turn with no label is treated as episodic;
+- a turn labelled only ``fragmented`` becomes nothing (it stays in the journal) unless it is a
+  chat turn with more than ``KEEP_FRAGMENT_WORDS`` content words, when it keeps an Episode;
+  next to another label ``fragmented`` is ignored, and a turn with no label is treated as
+  episodic;
 - ``episodic`` gives one :class:`Episode`; ``semantic`` one :class:`Fact` per fact candidate
   (user and log turns only: an assistant's "I" is not the user); ``procedural`` one
   :class:`Rule` per rule candidate; ``working`` one :class:`Task` per to-do (user and log
@@ -73,6 +75,7 @@ from memoryd.models import (
     Turn,
     memory_type,
 )
+from memoryd.text import content_tokens
 
 __all__ = ["build_memories", "evidence_labels", "importance", "memory_id"]
 
@@ -91,6 +94,12 @@ DUE_BONUS = 1.0  # a task with a due time
 SHORT_PENALTY = 1.5  # fewer than SHORT_WORDS words: little to remember
 SHORT_WORDS = 5
 IMPORTANCE_RANGE = (1.0, 10.0)
+
+KEEP_FRAGMENT_WORDS = 4
+"""A fragmented chat turn with more content words than this still keeps its Episode: the router
+may call a chatty reaction noise ("Wow, love that painting! Did you make it?"), and a dropped
+turn costs more than a noisy one kept (docs/decisions.md#router-fragment-word-limit). A log
+line called noise ("sync complete") is dropped whatever its length."""
 
 EVIDENCE_RELATIONS = frozenset({"allergic_to", "has_condition", "takes_medication"})
 
@@ -132,7 +141,11 @@ def build_memories(turn: Turn, extraction: Extraction) -> list[Memory]:
     evidence = evidence_labels(turn, extraction)
     labels = (set(turn.labels) | evidence) - {Label.FRAGMENTED}
     if not labels and Label.FRAGMENTED in turn.labels:
-        return []
+        if turn.role is Role.LOG or len(content_tokens(turn.text)) <= KEEP_FRAGMENT_WORDS:
+            return []
+        episode = _episode(turn, extraction)  # "Wow, love that painting! Did you make it?"
+        episode.header = Header(importance=importance(episode))
+        return [episode]
     by_label: dict[Label, list[Memory]] = {
         Label.SEMANTIC: _facts(turn, _fact_candidates(turn, extraction, labels)),
         Label.PROCEDURAL: _rules(turn, _rule_candidates(turn, extraction, labels)),

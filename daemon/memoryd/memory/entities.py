@@ -37,6 +37,7 @@ from memoryd.models import Entity, EntityType, Episode, Fact, Memory, Mention
 __all__ = ["EntityResolver", "KnownEntity"]
 
 DEFAULT_THRESHOLD = 0.90
+MAX_NAME_WORDS = 4
 TYPO_RATIO = 0.92
 TYPO_MIN_LETTERS = 6
 PREFIX = 4
@@ -132,20 +133,29 @@ class EntityResolver:
     def _match(self, entity: Entity, index: _TypeIndex) -> KnownEntity | None:
         key = canonical_name(entity.name)
         best: tuple[float, KnownEntity] | None = None
+        # A phrase of more than MAX_NAME_WORDS words (a value read from a clause: "spare
+        # battery in the left pocket") is matched by acronym or typo only: its look-alikes by
+        # shared word are many, each would cost an encoder call, and phrases are not names.
+        by_cosine = len(key.split()) <= MAX_NAME_WORDS
+        vector: np.ndarray | None = None
         for known in index.candidates(entity.name, key):
             if _acronym(entity.name) == _initials(known.key) != "":
                 return known
             if _acronym(known.entity.name) == _initials(key) != "" or _typo(key, known.key):
                 return known
-            cosine = self._cosine(entity.name, known)
+            if not by_cosine or len(known.key.split()) > MAX_NAME_WORDS:
+                continue
+            if vector is None:
+                vector = self._embed(entity.name)  # once per new name
+            cosine = self._cosine(vector, known)
             if cosine >= self.threshold and (best is None or cosine > best[0]):
                 best = (cosine, known)
         return best[1] if best else None
 
-    def _cosine(self, name: str, known: KnownEntity) -> float:
+    def _cosine(self, vector: np.ndarray, known: KnownEntity) -> float:
         if known.vector is None:
             known.vector = self._embed(known.entity.name)
-        return float(np.dot(self._embed(name), known.vector))
+        return float(np.dot(vector, known.vector))
 
     def resolve_memories(self, memories: Sequence[Memory]) -> dict[str, set[str]]:
         """Rewrite the entities of ``memories`` in place to known ones; returns the aliases

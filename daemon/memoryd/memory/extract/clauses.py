@@ -74,6 +74,7 @@ _IRREGULAR = {
     "rode": "ride", "spoke": "speak", "taught": "teach", "kept": "keep", "grew": "grow",
     "got": "get", "paid": "pay", "studies": "study", "studied": "study", "lived": "live",
     "worked": "work", "loved": "love", "liked": "like", "used": "use", "played": "play",
+    "was": "be", "were": "be", "am": "be", "is": "be", "are": "be", "been": "be",
 }  # fmt: skip
 _PAST_FORMS = frozenset(
     "had went took ate drank drove wore ran swam rode spoke taught kept grew got paid was were "
@@ -84,7 +85,7 @@ _EVENT_TIME = rx(
     r"just\s+now|tonight|ago)\b"
 )
 _NOT_VERBS = frozenset(
-    "can could will would should must might may shall a an the my your our his her their to not "
+    "can could will would should must might may shall a an the my your our his her their to not be "
     "just really also still always usually never often sometimes now only even actually "
     "currently generally normally mostly definitely probably think guess feel know mean hope "
     "want wish wonder".split()
@@ -638,4 +639,4 @@ def clause_completions(text: str, times: list[TimeMention], now: datetime) -> li
 def reports_done(text: str) -> bool:
     """Whether ``text`` says outright that something is done ("done, paid it", "that one's
     done", "ticked off", "✅"), which makes it working memory whatever else it is."""
-    return _EXPLICIT_DONE.search(text.replace("\u2019", "'")) is not None
+    return any(_EXPLICIT_DONE.search(s.text) for s in _sentences(text) if not s.question)
