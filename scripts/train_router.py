@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from memoryd.encoder import MANIFEST_FILE, Encoder
+from memoryd.encoder import MANIFEST_FILE, Encoder, sha256_file
 from memoryd.models import LABELS, Label
 from memoryd.router import RouterHead
 from memoryd.router.calibrate import fit_temperature
@@ -217,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
                 "sha256": sha256_lines(train_files),
                 "lines": len(records),
                 "domains": domains,
-                "embedded": {"file": SEED_ARRAYS, "sha256": _file_sha(seed_path)},
+                "embedded": {"file": SEED_ARRAYS, "sha256": sha256_file(seed_path)},
             },
             "split": {
                 "by": "hash of line id",
@@ -226,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
             },
             "head": {
                 "file": HEAD_FILE,
-                "sha256": _file_sha(head_path),
+                "sha256": sha256_file(head_path),
                 "hidden": hidden,
                 "weight_decay": decay,
                 "features": "embedding + cues + word n-grams" if cues else "embedding",
@@ -246,10 +246,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"wrote {head_path}, {seed_path} and the router section of {args.models / MANIFEST_FILE}")
     return 0
-
-
-def _file_sha(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 if __name__ == "__main__":

@@ -146,12 +146,11 @@ def build_memories(turn: Turn, extraction: Extraction) -> list[Memory]:
         episode = _episode(turn, extraction)  # "Wow, love that painting! Did you make it?"
         episode.header = Header(importance=importance(episode))
         return [episode]
+    done = _completions(turn, extraction, labels)
     by_label: dict[Label, list[Memory]] = {
         Label.SEMANTIC: _facts(turn, _fact_candidates(turn, extraction, labels)),
         Label.PROCEDURAL: _rules(turn, _rule_candidates(turn, extraction, labels)),
-        Label.WORKING: _tasks(
-            turn, _task_candidates(turn, extraction, labels), _completions(turn, extraction, labels)
-        ),
+        Label.WORKING: _tasks(turn, _task_candidates(turn, extraction, labels, done), done),
     }
     typed = [m for label, found in by_label.items() if label in labels for m in found]
     wants_episode = (
@@ -242,16 +241,16 @@ def _rule_candidates(turn: Turn, extraction: Extraction, labels: set[Label]) -> 
     return found
 
 
-def _task_candidates(turn: Turn, extraction: Extraction, labels: set[Label]) -> list[TaskCandidate]:
-    """The pattern to-dos; for a working turn with none, the clause reading. An assistant's
-    reply opens no task ("Reminder set for 5 pm" confirms the user's); its completions and
-    cancellations still count."""
+def _task_candidates(
+    turn: Turn, extraction: Extraction, labels: set[Label], done: list[Completion]
+) -> list[TaskCandidate]:
+    """The pattern to-dos; for a working turn with none and nothing reported ``done`` (its
+    completions, :func:`_completions`), the clause reading. An assistant's reply opens no task
+    ("Reminder set for 5 pm" confirms the user's); its completions and cancellations count."""
     if turn.role is Role.ASSISTANT:
         return []
-    if extraction.tasks or extraction.completions or Label.WORKING not in labels:
+    if extraction.tasks or done or Label.WORKING not in labels:
         return extraction.tasks
-    if clause_completions(turn.text, extraction.times, turn.ts):
-        return []  # a report of something done, not a new to-do
     return clause_tasks(turn.text, extraction.times, turn.ts)
 
 
