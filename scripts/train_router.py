@@ -16,6 +16,9 @@ Run in the runtime venv after ``scripts/export_models.py``:
    :mod:`memoryd.router.features` go next to the embedding.
 4. Train the chosen model on the whole training part and calibrate it: temperature fitted on the
    held-out lines (:mod:`memoryd.router.calibrate`), which the confidence gate compares with τ_t.
+   Sweep the label threshold on the held-out lines (``THRESHOLDS``) and record the sweep next
+   to the threshold the daemon uses (``memoryd.router.router.DEFAULT_THRESHOLD``, chosen by
+   what construction needs: docs/decisions.md, "Router label threshold").
 5. Report, without choosing anything by them: F1 on the held-out lines, on the corpus's dev
    split (``models/router_corpus/dev``, written separately, with domains absent from training)
    and on the old template set (``models/router_seed.jsonl``, the seed of earlier heads).
@@ -44,7 +47,7 @@ from memoryd.router import RouterHead
 from memoryd.router.calibrate import fit_temperature
 from memoryd.router.features import CUES_VERSION, features
 from memoryd.router.head import f1_scores
-from memoryd.router.router import confidence, decide
+from memoryd.router.router import DEFAULT_THRESHOLD, confidence, decide
 from memoryd.router.trainer import SEED_FILE as SEED_ARRAYS
 from memoryd.router.trainer import SeedSet
 
@@ -65,6 +68,7 @@ CANDIDATES: tuple[tuple[int, float, bool], ...] = (
 """(hidden width, weight decay, cues and n-grams); width 0 is logistic regression."""
 CHOICE = (64, 1e-3, True)
 """The candidate ``--select`` chose on the corpus as committed (models/router_corpus/README.md)."""
+THRESHOLDS = (0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8)
 
 
 def load_lines(paths: list[Path]) -> list[dict[str, Any]]:
@@ -194,6 +198,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"chosen: hidden={hidden}, weight_decay={decay:g}, extra features={cues}; temperature "
           f"{head.temperature:.3f}: mean held-out confidence {raw_confidence:.3f} -> "
           f"{mean_confidence:.3f}")  # fmt: skip
+    sweep = {
+        t: f1_scores(y[holdout], decide(head, x[holdout], _pick(texts, holdout), t))["macro"]
+        for t in THRESHOLDS
+    }
+    best = max(sweep, key=sweep.__getitem__)
+    print("held-out macro-F1 by label threshold: "
+          + ", ".join(f"{t:g} {f:.4f}" for t, f in sweep.items())
+          + f"; best {best:g}, the daemon's default {DEFAULT_THRESHOLD:g}")  # fmt: skip
     held = f1_scores(y[holdout], decide(head, x[holdout], _pick(texts, holdout)))
     print("held-out lines: " + ", ".join(f"{k} {v:.3f}" for k, v in held.items()))
     reports = {"held_out": {k: round(v, 4) for k, v in held.items()}}
@@ -236,6 +248,11 @@ def main(argv: list[str] | None = None) -> int:
                 "cv_macro_f1": cv_scores,
                 "temperature": round(head.temperature, 4),
                 "calibration": "temperature scaling fitted on the held-out lines (BCE)",
+                "threshold": {
+                    "used": DEFAULT_THRESHOLD,
+                    "best_on_held_out": best,
+                    "held_out_macro_f1": {f"{t:g}": round(f, 4) for t, f in sweep.items()},
+                },
             },
             "f1": reports,
             "held_out_mean_confidence": {

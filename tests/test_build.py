@@ -65,7 +65,9 @@ def _kinds(records: list[Memory]) -> list[str]:
         ("I took aspirin and my vitamins", (Label.WORKING,), ["Task", "Task"]),
         # a label whose patterns find nothing still gets its type, read from the clause or
         # kept as the sentence, and such a record keeps the Episode beside it
-        ("The weather is nice.", (Label.SEMANTIC,), ["Episode", "Fact"]),
+        ("Lemon cake beats everything.", (Label.SEMANTIC,), ["Episode", "Fact"]),
+        # …unless the sentence states nothing of anyone: a verdict on the moment
+        ("The weather is nice.", (Label.SEMANTIC,), ["Episode"]),
         ("The weather is nice.", (Label.PROCEDURAL, Label.WORKING), ["Episode", "Rule", "Task"]),
         ("The weather is nice.", (), ["Episode"]),
         # several labels: never more than one Episode

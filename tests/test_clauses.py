@@ -1,5 +1,6 @@
-"""Type-true construction: the clause readers (memoryd.memory.extract.clauses), due times, and
-what consolidation makes of updates, negations and ended states."""
+"""Type-true construction: the clause readers (memoryd.memory.extract.clause_facts and
+memoryd.memory.extract.clauses), due times, and what consolidation makes of updates, negations
+and ended states."""
 
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ def _tasks(text: str) -> list[tuple[str, str | None]]:
         ),
         (
             "Bea quit choir, she hated the new director",
-            [("about:bea", "choir", True)],
+            [("about:bea", "choir", True), ("about:bea", "hated the new director", False)],
         ),
         (
             "I've switched to oat milk, no more whole milk",
@@ -199,3 +200,58 @@ def test_a_long_turn_called_noise_keeps_its_episode() -> None:
     )
     assert [type(m).__name__ for m in _built(long, Label.FRAGMENTED)] == ["Episode"]
     assert _built("haha thanks so much!", Label.FRAGMENTED) == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I'm so excited about the trip!",  # a feeling of the moment
+        "The weather is nice.",  # a verdict on a thing
+        "I made a cake for the party.",  # a past event, no state
+        "Your painting is beautiful.",  # about the listener
+        "It was such a welcoming environment.",  # no one named
+        "Wow, Caroline!",
+    ],
+)
+def test_a_clause_that_states_nothing_of_anyone_is_no_fact(text: str) -> None:
+    assert clause_facts(text, extract(text, NOW).times) == []
+
+
+def test_each_clause_has_its_own_subject_and_its_own_tense() -> None:
+    text = "Mochi used to go outside until last spring, she's been an indoor cat since we moved."
+    facts = clause_facts(text, extract(text, NOW).times)
+    assert [(f.relation, f.object, f.ended) for f in facts] == [
+        ("about:mochi", "used to go outside", True),
+        ("about:mochi", "indoor cat", False),
+    ]
+    # a pronoun is the name before it, not one after it
+    text = "Omar lives in Leeds, he works at Sky."
+    assert [f.relation for f in clause_facts(text, [])] == ["about:omar", "about:omar"]
+
+
+def test_a_pronoun_names_someone_of_an_earlier_sentence_and_a_switch_made_for_us() -> None:
+    text = "Noah quit swimming. He's doing judo on Thursdays instead."
+    assert ("about:noah", "doing judo on Thursdays", False) in _facts(text)
+    text = "She switched him to Hill's z/d, so no more Royal Canin."
+    assert _facts(text) == [("uses", "Hill's z/d", False), ("uses", "Royal Canin", True)]
+
+
+def test_a_change_said_beside_a_request_still_changes_the_value() -> None:
+    text = "landlord's putting the rent up to £1,525 from April, remind me to email them by Tuesday"
+    read = clause_facts(text, extract(text, NOW).times, requests={text})
+    assert [(f.relation, f.object, f.update) for f in read] == [
+        ("attribute:rent", "£1,525 from April", True)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "done"),
+    [
+        ("entered wilmslow 👍", True),  # a short line opening with a past verb reports it done
+        ("I emailed the landlord", True),
+        ("I wanted to ask you something", False),
+        ("I moved to Leeds in 2019 and I love it here, the people are great", False),  # too long
+    ],
+)
+def test_a_short_past_report_is_a_completion(text: str, done: bool) -> None:
+    assert bool(clause_completions(text, [], NOW)) is done

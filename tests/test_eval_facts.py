@@ -134,7 +134,7 @@ def test_observations_parse_every_id_shape(facts_file: Path) -> None:
 
 
 def _fact(subject: str, *sources: str) -> RenderedFact:
-    return RenderedFact("f", subject, "likes", f"{subject} likes tea", sources, "llm")
+    return RenderedFact("f", subject, "likes", f"{subject} likes tea", sources, "llm", "pattern")
 
 
 def test_eligible_needs_speaker_and_source_or_session() -> None:

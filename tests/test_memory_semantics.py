@@ -132,7 +132,12 @@ class TestSupersession:
 
 
 def test_turns_without_a_time_keep_the_request_order(service: MemoryService) -> None:
-    texts = ["first we met", "then we ate", "then we walked home", "and then we slept at the hotel"]
+    texts = [
+        "first we met at the station",
+        "then we ate",
+        "then we walked home",
+        "and then we slept at the hotel",
+    ]
     replies = receipts_json(service.ingest("u", [NewTurn("s1", Role.USER, t) for t in texts]))
     times = [turn_json(service.get_turn("u", r["turn_id"]))["ts"] for r in replies]
     assert times == sorted(times) and len(set(times)) == len(texts)

@@ -26,7 +26,7 @@ from memoryd.models import LABELS, Role
 from memoryd.router import Router, RouterHead, retry_at
 from memoryd.router.calibrate import fit_temperature
 from memoryd.router.router import decide, deferral_threshold
-from memoryd.router.trainer import Pool, SeedSet, in_pool_holdout, train_round
+from memoryd.router.trainer import ROUND_MARGIN, Pool, SeedSet, in_pool_holdout, train_round
 from memoryd.service import MemoryService
 from memoryd.store.journal import Journal
 from memoryd.store.sqlite import Database
@@ -120,7 +120,7 @@ def test_a_round_on_gold_labels_is_accepted_and_one_on_wrong_labels_rejected(
     lines = gold_lines(seed, 20)
     good = train_round(seed, _pool(seed, lines, shift=False), router.head)
     assert good.accepted
-    assert good.f1_after["macro"] >= good.f1_before["macro"]
+    assert good.f1_after["macro"] >= good.f1_before["macro"] - ROUND_MARGIN
     assert good.sizes["pool_train"] + good.sizes["pool_val"] == 20
     assert 0.05 <= good.head.temperature <= 20
     bad = train_round(seed, _pool(seed, lines, shift=True), router.head)
@@ -289,7 +289,8 @@ def test_training_round_swaps_the_head_and_rollback_restores_it(
             "temperature": status["head"]["temperature"],
         }
         last = status["last_validation"]
-        assert last["accepted"] and last["f1_after"]["macro"] >= last["f1_before"]["macro"]
+        assert last["accepted"]
+        assert last["f1_after"]["macro"] >= last["f1_before"]["macro"] - ROUND_MARGIN
         assert last["pool"] == 20 and last["llm_share"] == 1.0
         assert status["pool"]["new"] == 0
 

@@ -1,7 +1,7 @@
 """The façade on real parts: encoder, router, journal, ladybug graph, hnswlib."""
 
 import shutil
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -15,7 +15,7 @@ from memoryd.errors import (
     UserNotFoundError,
 )
 from memoryd.ingest import NewTurn
-from memoryd.models import MemoryType, Role
+from memoryd.models import MemoryType, Role, Task
 from memoryd.retrieve import QueryParams
 from memoryd.service import MemoryService
 from memoryd.workspace import MemoryPatch
@@ -243,3 +243,18 @@ def test_open_users_are_bounded(tmp_path, service_factory) -> None:
         svc.ingest(user, turns()[:1])
     assert len(svc.open_counts()) == 2
     assert svc.counts("u1")["turns"] == 1
+
+
+def test_times_in_a_turn_are_read_on_the_speakers_clock(service: MemoryService) -> None:
+    # said at noon in New York: "tonight at 9" is 21:00 there, 01:00 UTC the next day
+    sent = datetime(2026, 10, 14, 12, 0, tzinfo=timezone(timedelta(hours=-4)))
+    text = "Remind me tonight at 9 to book Saturday's reformer class."
+    (receipt,) = service.ingest("alice", [NewTurn("s1", Role.USER, text, sent)])
+    stored = service.get_turn("alice", receipt.turn_id)
+    assert stored.turn.ts == datetime(2026, 10, 14, 16, 0, tzinfo=UTC)
+    assert stored.turn.utc_offset == -240
+    (task,) = [s.memory for s in stored.memories if isinstance(s.memory, Task)]
+    assert task.due == datetime(2026, 10, 15, 1, 0, tzinfo=UTC)
+    # the same turn sent in UTC is the same turn
+    (again,) = service.ingest("alice", [NewTurn("s1", Role.USER, text, sent.astimezone(UTC))])
+    assert again.turn_id == receipt.turn_id and again.duplicate

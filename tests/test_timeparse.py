@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -161,3 +161,28 @@ def test_find_times_takes_a_naive_now_as_utc() -> None:
 def test_find_times_is_deterministic() -> None:
     text = "last Friday at 5pm, then two weeks ago and in June"
     assert find_times(text, NOW) == find_times(text, NOW)
+
+
+def test_find_times_reads_days_and_clocks_on_the_speakers_clock() -> None:
+    # 12:00 in New York is 16:00 UTC; "tonight at 9" is 21:00 there, 01:00 UTC the next day
+    new_york = timezone(timedelta(hours=-4))
+    now = datetime(2026, 10, 14, 12, 0, tzinfo=new_york)
+    (tonight,) = find_times("remind me tonight at 9pm", now)
+    assert tonight.value == datetime(2026, 10, 14, 21, 0, tzinfo=new_york)
+    assert tonight.value.astimezone(UTC) == datetime(2026, 10, 15, 1, 0, tzinfo=UTC)
+    (tomorrow,) = find_times("tomorrow", datetime(2026, 10, 14, 22, 0, tzinfo=new_york))
+    assert tomorrow.value.date().isoformat() == "2026-10-15"  # in UTC it is already the 15th
+
+
+def test_an_iso_time_with_an_offset_in_the_text_is_absolute() -> None:
+    tokyo = timezone(timedelta(hours=9))
+    now = datetime(2026, 12, 1, 14, 0, tzinfo=tokyo)
+    (found,) = find_times("call at 2026-12-02T02:30:00Z", now)
+    assert found.value == datetime(2026, 12, 2, 11, 30, tzinfo=tokyo)
+
+
+def test_a_deadline_on_a_day_of_the_month() -> None:
+    now = datetime(2026, 10, 10, 10, 0, tzinfo=UTC)
+    (found,) = find_times("remind me to book British Gas by the 31st", now)
+    assert (found.text, found.value.date().isoformat()) == ("by the 31st", "2026-10-31")
+    assert [m.text for m in find_times("the 3rd time this week", now)] == ["this week"]

@@ -24,7 +24,7 @@ import dataclasses
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -67,7 +67,7 @@ class NewTurn:
     def resolved_id(self) -> str:
         if self.turn_id:
             return self.turn_id
-        ts = self.ts.isoformat() if self.ts else ""
+        ts = self.ts.astimezone(UTC).isoformat() if self.ts else ""
         key = "\x1f".join((self.session_id, self.role.value, ts, self.text))
         return "t_" + hashlib.sha256(key.encode()).hexdigest()[:24]
 
@@ -85,7 +85,7 @@ class Folded:
 
 def build(turn: Turn) -> list[Memory]:
     """The records ``turn``'s labels ask for, filled from its extraction (step 1)."""
-    return build_memories(turn, extract(turn.text, turn.ts))
+    return build_memories(turn, extract(turn.text, turn.local_ts))
 
 
 def _refs(memories: Sequence[Memory]) -> tuple[MemoryRef, ...]:

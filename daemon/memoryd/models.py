@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from enum import IntEnum, StrEnum
 from typing import Any
 
@@ -108,7 +108,9 @@ class Header:
 
 @dataclass(frozen=True)
 class Turn:
-    """One ingested trace, as journaled. ``ts`` is timezone-aware UTC."""
+    """One ingested trace, as journaled. ``ts`` is timezone-aware UTC; ``utc_offset`` is the
+    client's offset from UTC in minutes when it sent one ("…T21:00-04:00" → -240), so that
+    "tonight at 9" is read on the speaker's clock (:attr:`local_ts`)."""
 
     turn_id: str
     session_id: str
@@ -120,6 +122,12 @@ class Turn:
     labels: tuple[Label, ...] = ()
     confidence: float = 0.0
     routed_by: RoutedBy = RoutedBy.CLASSIFIER
+    utc_offset: int = 0
+
+    @property
+    def local_ts(self) -> datetime:
+        """``ts`` on the speaker's clock."""
+        return self.ts.astimezone(timezone(timedelta(minutes=self.utc_offset)))
 
 
 @dataclass(frozen=True)

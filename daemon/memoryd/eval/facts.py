@@ -104,6 +104,7 @@ class RenderedFact:
     sentence: str
     sources: tuple[str, ...]
     origin: str
+    parse: str
 
     @property
     def sessions(self) -> set[int]:
@@ -169,6 +170,7 @@ def _rendered(fact: Fact) -> RenderedFact:
         sentence=render_fact(fact.subject, fact.relation, fact.object.name, fact.negated),
         sources=tuple(fact.sources or [fact.turn_id]),
         origin=fact.origin.value,
+        parse=fact.parse.value,
     )
 
 
@@ -330,7 +332,7 @@ class Report:
         return Totals(*(sum(getattr(p, f.name) for p in parts) for f in fields(Totals)))
 
     def by_key(self, key: str) -> dict[str, tuple[int, int]]:
-        """``key`` ("base_relation" or "origin") → (facts, matched facts)."""
+        """``key`` ("base_relation", "origin" or "parse") → (facts, matched facts)."""
         facts: Counter[str] = Counter()
         matched: Counter[str] = Counter()
         for result in self.results:
@@ -390,6 +392,9 @@ class Report:
             f"{'origin':18} {'facts':>6} {'matched':>8}",
             *(f"{k:18} {n:>6} {m:>8}" for k, (n, m) in self.by_key("origin").items()),
             "",
+            f"{'parse':18} {'facts':>6} {'matched':>8} {'precision':>10}",
+            *(f"{k:18} {n:>6} {m:>8} {m / n:>10.4f}" for k, (n, m) in self.by_key("parse").items()),
+            "",
             f"{'threshold':>9} {'precision':>10} {'recall':>8} {'F1':>8}",
             *self._sweep_lines(),
         ]
@@ -436,6 +441,7 @@ class Report:
             "origins": {
                 k: {"facts": n, "matched": m} for k, (n, m) in self.by_key("origin").items()
             },
+            "parses": {k: {"facts": n, "matched": m} for k, (n, m) in self.by_key("parse").items()},
             "sweep": [
                 {"threshold": thr, "precision": s.precision, "recall": s.recall, "f1": s.f1}
                 for thr in SWEEP

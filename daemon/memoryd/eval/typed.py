@@ -86,7 +86,7 @@ def _time(raw: object, where: str) -> datetime:
         raise InvalidInputError(f"{where}: bad ts {raw!r}") from exc
     if ts.tzinfo is None:
         raise InvalidInputError(f"{where}: ts {raw!r} has no time zone")
-    return ts.astimezone(UTC)
+    return ts
 
 
 def _turn(raw: Any, where: str) -> NewTurn:
@@ -107,7 +107,7 @@ def _query(raw: Any, where: str) -> Query:
         if name not in _TYPES:
             raise InvalidInputError(f"{where}: unknown memory type {name!r} in 'expect'")
         expect[_TYPES[name]] = [_words(i, f"{where} expect.{name}") for i in items]
-    return Query(raw["text"], _time(raw.get("ts"), where), expect)
+    return Query(raw["text"], _time(raw.get("ts"), where).astimezone(UTC), expect)
 
 
 def _scenario(data: Any, where: str, line: int) -> Scenario:

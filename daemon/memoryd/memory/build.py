@@ -14,10 +14,11 @@ The router's labels pick the record types; the extraction fills them::
   :class:`Rule` per rule candidate; ``working`` one :class:`Task` per to-do (user and log
   turns: an assistant's "reminder set" confirms one) and one per reported completion or
   cancellation (matching it to an open task is the working-memory store's job);
-- the type follows the label: when a label's patterns find nothing, the clause readers of
-  :mod:`memoryd.memory.extract.clauses` build it from the clause (``parse: clause``) or keep the
-  sentence (``parse: generic``); such a record keeps the turn's Episode beside it (it may say
-  less than the turn, and the timeline stays whole), and a label that still yields nothing
+- the type follows the label: when a label's patterns find nothing, the clause readers
+  (:mod:`memoryd.memory.extract.clause_facts`, :mod:`memoryd.memory.extract.clauses`) build it
+  from the clause (``parse: clause``) or keep the sentence (``parse: generic``); such a record
+  keeps the turn's Episode beside it (it may say less than the turn, and the timeline stays
+  whole), and a label that still yields nothing
   (an assistant's "Will do!") yields an Episode, so every kept turn has at least one
   searchable record, and no turn has more than one Episode;
 - strong extractor evidence adds its label to the router's (:func:`evidence_labels`): a health
@@ -40,6 +41,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from datetime import UTC
 
 from memoryd.memory.extract import (
     Completion,
@@ -152,7 +154,12 @@ def build_memories(turn: Turn, extraction: Extraction) -> list[Memory]:
         Label.PROCEDURAL: _rules(turn, _rule_candidates(turn, extraction, labels)),
         Label.WORKING: _tasks(turn, _task_candidates(turn, extraction, labels, done), done),
     }
-    typed = [m for label, found in by_label.items() if label in labels for m in found]
+    typed = [  # facts come only as the label allows (_fact_candidates)
+        m
+        for label, found in by_label.items()
+        if label in labels or label is Label.SEMANTIC
+        for m in found
+    ]
     wants_episode = (
         not labels
         or Label.EPISODIC in labels
@@ -199,7 +206,7 @@ def _episode(turn: Turn, extraction: Extraction) -> Episode:
         ts=turn.ts,
         speaker=turn.speaker,
         mentions=_mentions(extraction),
-        event_time=extraction.times[0].value if extraction.times else None,
+        event_time=extraction.times[0].value.astimezone(UTC) if extraction.times else None,
     )
 
 
@@ -217,17 +224,24 @@ def _mentions(extraction: Extraction) -> list[Mention]:
 
 
 def _fact_candidates(turn: Turn, extraction: Extraction, labels: set[Label]) -> list[FactCandidate]:
-    """The pattern facts; for a turn labelled semantic, the clause reading of the sentences no
-    pattern read (as a fact, rule, to-do or done action) too."""
-    if Label.SEMANTIC not in labels or turn.role is Role.ASSISTANT:
-        return extraction.facts
-    covered = {  # a cancellation may state a fact too: "cancelled my gym membership"
-        *(c.text for c in extraction.facts),
+    """For a turn labelled semantic, the pattern facts and the clause reading of the sentences
+    no pattern read (as a fact, rule, to-do or done action). A user or log turn with other
+    labels gets only the clause facts that change a current value ("standups moving to 10:00",
+    "switched to the gym in Newtown" beside a reminder): left out, the old value would stay
+    current."""
+    if turn.role is Role.ASSISTANT:
+        return extraction.facts if Label.SEMANTIC in labels else []
+    covered = {c.text for c in extraction.facts}
+    requests = {  # a cancellation may state a fact too: "cancelled my gym membership"
         *(c.text for c in extraction.rules),
         *(c.text for c in extraction.tasks),
         *(c.text for c in extraction.completions if c.status is TaskStatus.DONE),
-    }
-    return [*extraction.facts, *clause_facts(turn.text, extraction.times, covered)]
+    } - covered
+    chat = turn.role is not Role.LOG
+    read = clause_facts(turn.text, extraction.times, covered, chat, requests)
+    if Label.SEMANTIC not in labels:
+        return [c for c in read if c.update and c.parse is Parse.CLAUSE]
+    return [*extraction.facts, *read]
 
 
 def _rule_candidates(turn: Turn, extraction: Extraction, labels: set[Label]) -> list[RuleCandidate]:
@@ -251,7 +265,7 @@ def _task_candidates(
         return []
     if extraction.tasks or done or Label.WORKING not in labels:
         return extraction.tasks
-    return clause_tasks(turn.text, extraction.times, turn.ts)
+    return clause_tasks(turn.text, extraction.times, turn.local_ts)
 
 
 def _facts(turn: Turn, candidates: list[FactCandidate]) -> list[Memory]:
@@ -339,7 +353,7 @@ def _completions(turn: Turn, extraction: Extraction, labels: set[Label]) -> list
     of a report ("done, cancelled the parking")."""
     if extraction.completions or extraction.tasks or Label.WORKING not in labels:
         return extraction.completions
-    return clause_completions(turn.text, extraction.times, turn.ts)
+    return clause_completions(turn.text, extraction.times, turn.local_ts)
 
 
 def _tasks(
@@ -357,14 +371,15 @@ def _tasks(
             turn_id=turn.turn_id,
         )
         task_id = memory_id("task", turn.turn_id, "task", i)
+        due = None if c.due is None else c.due.astimezone(UTC)
         tasks.append(
-            Task(task_id, turn.turn_id, c.title, c.text, due=c.due, states=[state], parse=c.parse)
+            Task(task_id, turn.turn_id, c.title, c.text, due=due, states=[state], parse=c.parse)
         )
     for i, done in enumerate(completions):
         state = State(
             memory_id("st", turn.turn_id, "completion_state", i),
             done.status,
-            done.ts,
+            done.ts.astimezone(UTC),
             note=f"reported {done.status.value}",
             turn_id=turn.turn_id,
         )

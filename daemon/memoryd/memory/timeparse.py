@@ -8,7 +8,8 @@ relative expressions inside a turn and resolves them against the turn's own time
     >>> [(m.text, m.value.date().isoformat()) for m in find_times("I ran yesterday", now)]
     [('yesterday', '2023-05-07')]
 
-Conventions (all in UTC, all deterministic):
+Conventions (all on the clock of ``now``: "tonight at 9" said at 12:00-04:00 is 21:00-04:00;
+all deterministic):
 - a day-granular value is midnight of that day, except parts of the day, which carry a
   representative hour (morning 09:00, afternoon 15:00, evening 19:00, night 21:00);
 - a clock time alone ("at 5pm") falls on ``now``'s date; a date next to a clock time
@@ -19,7 +20,7 @@ Conventions (all in UTC, all deterministic):
 - "last/next week" is ``now`` ∓ 7 days (day granularity), "last/next month" the first of that
   month, "last/next year" the first of January of that year;
 - a day and month without a year take the year that puts the date nearest to ``now``, and
-  "on the 17th" the nearest month;
+  "on the 17th" (or "by", "before", "until", "due" the 17th) the nearest month;
 - "last/this/next summer" is the first month of that season (month granularity, northern
   hemisphere); "N days/weeks ago" (or "back") keeps day granularity, months and years keep
   their own;
@@ -42,7 +43,8 @@ Granularity = Literal["minute", "day", "month", "year"]
 
 @dataclass(frozen=True)
 class TimeMention:
-    """A time expression found in a text: ``text[start:end]`` resolved to ``value`` (UTC)."""
+    """A time expression found in a text: ``text[start:end]`` resolved to ``value``, on the
+    clock (the UTC offset) of the ``now`` it was read against."""
 
     text: str
     start: int
@@ -212,12 +214,18 @@ def _r_clock(m: re.Match[str], now: datetime, _: str) -> tuple[datetime, Granula
     return None if clock is None else (_at(now.date(), clock), "minute")
 
 
-def _r_iso(m: re.Match[str], _now: datetime, _text: str) -> tuple[datetime, Granularity] | None:
+def _r_iso(m: re.Match[str], now: datetime, _text: str) -> tuple[datetime, Granularity] | None:
+    """An ISO date or time; one with an offset ("…T10:00+02:00", "…Z") is an absolute time."""
     try:
         value = parse_timestamp(m["iso"])
     except ValueError:
         return None
+    if _OFFSET.search(m["iso"]):
+        value = value.astimezone(now.tzinfo)
     return value, ("day" if m["h"] is None else "minute")
+
+
+_OFFSET = re.compile(r"(?:Z|[+-]\d\d:?\d\d)$", re.IGNORECASE)
 
 
 def _r_day_month(m: re.Match[str], now: datetime, _: str) -> tuple[datetime, Granularity] | None:
@@ -355,9 +363,10 @@ def _pattern(
 _DIGITS = tuple("0123456789")
 _PATTERNS: tuple[_Pattern, ...] = (
     _pattern(
-        rf"\bon\s+the\s+(?P<n>\d{{1,2}})(?:st|nd|rd|th)\b(?!\s+(?:of\s+)?(?:{_MONTH})\b)",
+        rf"\b(?:on|by|before|until|till|due|from)\s+the\s+(?P<n>\d{{1,2}})(?:st|nd|rd|th)\b"
+        rf"(?!\s+(?:of\s+)?(?:{_MONTH})\b)",
         _r_nth_day,
-        ("on the",),
+        ("the",),
     ),
     _pattern(
         r"\b(?P<mod>last|this|next|past)\s+(?P<season>spring|summer|fall|autumn|winter)\b",
@@ -450,8 +459,17 @@ def find_times(text: str, now: datetime) -> list[TimeMention]:
         now = now.replace(tzinfo=UTC)
     found = _merge_adjacent(text, _non_overlapping(_candidates(text, now)))
     return [
-        TimeMention(text[f.start : f.end], f.start, f.end, f.value, f.granularity) for f in found
+        TimeMention(text[f.start : f.end], f.start, f.end, _on_clock(f.value, now), f.granularity)
+        for f in found
     ]
+
+
+def _on_clock(value: datetime, now: datetime) -> datetime:
+    """A resolver's value on ``now``'s clock: days and clock times are built as wall times
+    (tagged UTC by :func:`_at`), which are the speaker's own; an absolute value is moved."""
+    if value.tzinfo is UTC:
+        return value.replace(tzinfo=now.tzinfo)
+    return value.astimezone(now.tzinfo)
 
 
 def _candidates(text: str, now: datetime) -> list[_Found]:

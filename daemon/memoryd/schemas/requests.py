@@ -48,14 +48,19 @@ class TurnIn(Strict):
     session_id: str = ID
     role: Literal["user", "assistant", "log"]
     text: str = Field(min_length=1, max_length=MAX_TEXT_CHARS)
-    ts: datetime | None = Field(None, description="ISO-8601; naive means UTC")
+    ts: datetime | None = Field(
+        None,
+        description="ISO-8601; naive means UTC. Send the speaker's own offset "
+        '("2026-10-14T12:00:00-04:00"): times in the text ("tonight at 9") are read on it',
+    )
     speaker: str | None = Field(None, max_length=128)
     metadata: dict[str, Any] | None = None
 
     @field_validator("ts")
     @classmethod
-    def _ts_utc(cls, value: datetime | None) -> datetime | None:
-        return _utc(value)
+    def _ts_aware(cls, value: datetime | None) -> datetime | None:
+        """Naive means UTC; an offset is kept until the turn is stored (``Turn.utc_offset``)."""
+        return value.replace(tzinfo=UTC) if value is not None and value.tzinfo is None else value
 
     def to_new_turn(self) -> NewTurn:
         return NewTurn(

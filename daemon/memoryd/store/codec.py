@@ -116,6 +116,7 @@ def turn_from_payload(data: dict[str, Any]) -> Turn:
         labels=tuple(Label(v) for v in data.get("labels", ())),
         confidence=float(data.get("confidence", 0.0)),
         routed_by=RoutedBy(data.get("routed_by", RoutedBy.CLASSIFIER)),
+        utc_offset=int(data.get("utc_offset", 0)),
     )
 
 

@@ -29,7 +29,7 @@ from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from pathlib import Path
 
@@ -145,12 +145,15 @@ class Workspace:
     def _prepare(self, new: NewTurn, turn_id: str, arrival: datetime) -> TurnEntry:
         vector = self.shared.encoder.embed(new.text)
         decision, routing = self.router.route(vector, new.text)
+        ts = new.ts or arrival
+        offset = ts.utcoffset()
         turn = Turn(
             turn_id=turn_id,
             session_id=new.session_id,
             role=new.role,
             text=new.text,
-            ts=new.ts or arrival,
+            ts=ts.astimezone(UTC),
+            utc_offset=0 if offset is None else int(offset.total_seconds() // 60),
             speaker=new.speaker,
             metadata=dict(new.metadata),
             labels=decision.labels,

@@ -23,9 +23,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from memoryd.memory.extract.clause_facts import clause_facts
 from memoryd.memory.extract.clauses import (
     clause_completions,
-    clause_facts,
     clause_rules,
     clause_tasks,
     reports_done,

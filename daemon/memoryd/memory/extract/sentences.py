@@ -21,6 +21,7 @@ __all__ = [
     "NEG",
     "NON_OBJECTS",
     "OBJ",
+    "OPENING_FILLER",
     "PRONOUN_I",
     "TRAILING_FILLER",
     "Sentence",
@@ -28,6 +29,7 @@ __all__ = [
     "opens_clause",
     "overlaps",
     "rx",
+    "sentences_of",
     "shorten",
     "split_sentences",
 ]
@@ -108,6 +110,10 @@ FIRST_PERSON = rx(r"(?<![\w'])(?:I|my|me)\b")
 LIST_SPLIT = rx(r"\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or|&)\s+")
 
 
+OPENING_FILLER = rx(
+    r"^(?:(?:so|and|but|oh|ok|okay|well|also|btw|fyi|yeah|hey|hi|anyway|actually)\b[,\s]*)+"
+)
+"""The fillers a chat clause opens with ("so, and also …")."""
 LEADING_DET = rx(r"^(?:(?:a|an|the|some|my|our|his|her|their|this|these|those|any|to)\s+)+")
 
 
@@ -151,6 +157,12 @@ def split_sentences(text: str) -> list[Sentence]:
         start = m.end()
     _add_sentence(out, text, start, len(text), False)
     return out
+
+
+def sentences_of(text: str) -> list[Sentence]:
+    """The non-blank sentences of ``text``, curly apostrophes made straight (the offsets hold:
+    one character for one)."""
+    return [s for s in split_sentences(text.replace("\u2019", "'")) if s.text.strip()]
 
 
 def _add_sentence(out: list[Sentence], text: str, start: int, end: int, question: bool) -> None:

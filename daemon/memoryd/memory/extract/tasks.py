@@ -165,7 +165,8 @@ _LEADING_TIME_WORDS = rx(
 _ORPHAN_POSSESSIVE = re.compile(r"(?<=\s)'s\b\s*")
 _TIDY_TAIL = rx(
     r"(?:\s+(?:at|on|by|in|for|from|until|till|around|before|after|the|a|an|to|and|is|are|was)|"
-    r"'s)+$"
+    r"'s|[\s,]+(?:(?:can|could|will|would)\s+you\s+)?(?:please\s+)?(?:remind|ping|nudge)\s+me"
+    r"(?:\s+pl(?:ea)?se?)?)+$"
 )
 
 # Completions.

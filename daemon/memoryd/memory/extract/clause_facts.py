@@ -1,0 +1,511 @@
+"""Facts read from the clause, when the router calls a turn semantic and no pattern of
+:mod:`.facts` matched: a subject, a verb and its value, found by function words only, never by a
+domain's vocabulary::
+
+    clause_facts("I drink three coffees a day, usually a flat white")
+        → drinks "three coffees a day"                          parse: clause
+    clause_facts("I've switched to oat milk, no more whole milk")
+        → uses "oat milk" (an update), not uses "whole milk"    parse: clause
+
+When the clause cannot be read the sentence itself is kept: a fact that ``states`` it
+(``parse: generic``). A clause that states nothing of anyone (a past event, a verdict on the
+moment, a sentence about the listener) is no fact at all.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection
+
+from memoryd.memory.extract.facts import FactCandidate
+from memoryd.memory.extract.health import is_health_related
+from memoryd.memory.extract.names import CAPITAL_STOPWORDS, canonical_name
+from memoryd.memory.extract.sentences import (
+    CONDITIONAL,
+    LEADING_DET,
+    NON_OBJECTS,
+    OPENING_FILLER,
+    Sentence,
+    rx,
+    sentences_of,
+    shorten,
+)
+from memoryd.memory.timeparse import TimeMention
+from memoryd.models import EntityType, Parse
+
+__all__ = ["GENERIC_RELATION", "clause_facts", "fact_is_ended"]
+
+GENERIC_RELATION = "states"
+"""The relation of a fact kept as its sentence."""
+MAX_OBJECT_WORDS = 12
+
+# Verbs of a first-person clause and the relation they state (lemma → relation); any other verb
+# states itself ("I collect stamps" → collects).
+VERB_RELATIONS: dict[str, str] = {
+    "live": "lives_in", "work": "works_at", "take": "takes", "have": "has", "own": "owns",
+    "like": "likes", "love": "likes", "enjoy": "likes", "adore": "likes", "hate": "dislikes",
+    "dislike": "dislikes", "prefer": "prefers", "drink": "drinks", "eat": "eats",
+    "use": "uses", "play": "plays", "speak": "speaks", "study": "studies", "drive": "drives",
+    "ride": "rides", "wear": "wears", "support": "supports", "follow": "follows",
+    "attend": "attends", "go": "goes_to", "shop": "shops_at", "bank": "banks_with",
+    "volunteer": "volunteers", "need": "needs", "keep": "keeps", "grow": "grows",
+    "read": "reads", "watch": "watches", "listen": "listens_to", "avoid": "avoids",
+    "get": "gets", "pay": "pays", "earn": "earns", "run": "runs", "train": "trains",
+    "swim": "swims", "cycle": "cycles", "walk": "walks", "sleep": "sleeps", "cook": "cooks",
+    "collect": "collects", "teach": "teaches", "rent": "rents", "do": "does",
+}  # fmt: skip
+_IRREGULAR = {
+    "has": "have", "had": "have", "went": "go", "goes": "go", "took": "take", "ate": "eat",
+    "drank": "drink", "drove": "drive", "wore": "wear", "ran": "run", "swam": "swim",
+    "rode": "ride", "spoke": "speak", "taught": "teach", "kept": "keep", "grew": "grow",
+    "got": "get", "paid": "pay", "studies": "study", "studied": "study", "lived": "live",
+    "worked": "work", "loved": "love", "liked": "like", "used": "use", "played": "play",
+    "was": "be", "were": "be", "am": "be", "is": "be", "are": "be", "been": "be",
+}  # fmt: skip
+_PAST_FORMS = frozenset(
+    "had went took ate drank drove wore ran swam rode spoke taught kept grew got paid was were "
+    "did made saw met bought sold left felt found lost gave drew learnt said knew thought told "
+    "heard began brought built caught chose fell forgot held meant sent spent stood understood "
+    "won wrote became came sat slept threw woke flew broke hung led lent shot shut sang "
+    "stuck struck swore tore wound".split()
+)
+_EVENT_TIME = rx(
+    r"\b(?:yesterday|last\s+night|this\s+(?:morning|afternoon|evening)|today|earlier|"
+    r"just\s+now|tonight|ago)\b"
+)
+_NOT_VERBS = frozenset(
+    "can could will would should must might may shall a an the my your our his her their to not be "
+    "wanna gonna gotta both all least thing things picture regular "
+    "just really also still always usually never often sometimes now only even actually "
+    "currently generally normally mostly definitely probably think guess feel know mean hope "
+    "want wish wonder".split()
+)
+
+_SUBJECT = rx(r"(?<![\w'])(?:I|we)(?![\w'])")
+_BE = rx(
+    r"(?<![\w'])(?:I'm|I\s+am|I've\s+been|I\s+have\s+been|we're|we\s+are)\s+(?!(?:going|gonna|"
+    r"about|trying|thinking|not\s+sure|just\s+(?:wondering|checking)))(?P<rest>.+)$"
+)
+_MY = rx(
+    r"(?:(?<![\w'])(?:my|our|the)\s+|^(?!(?:it|this|that|these|those|he|she|they|there|what|"
+    r"who|which|here|you|i|we|everything|nothing|something)\b))(?P<noun>[\w'-]+(?:\s+[\w'-]+){0,3}?)(?:'s|\s+is|\s+are|\s+was|"
+    r"\s+were|\s+has|\s+=|:)\s+(?P<rest>.+)$"
+)
+_MY_CLAUSE = rx(
+    r"(?<![\w'])(?:my|our)\s+(?P<noun>[\w'-]+(?:\s+[\w'-]+)?)\s+(?P<rest>(?:\w+s|\w+ed|"
+    r"can|can't|will|won't|doesn't|don't|never|always|usually|only)\b.+)$"
+)
+_THIRD = re.compile(
+    r"(?:^|(?<=[,;]\s))(?P<noun>[A-Z][a-z]+|[Hh]e|[Ss]he|[Tt]hey)(?:'s|\s+is|\s+has|\s+was|"
+    r"'s\s+been|\s+has\s+been)?\s+(?P<rest>(?:[a-z]+s|[a-z]+ed|[a-z]+ing|an?|on|in|at|into|"
+    r"allergic|scared|afraid|vegan|vegetarian|gluten)\b.+)$"
+)
+_STOPPED = rx(
+    r"^(?:(?P<who>[A-Z][a-z]+|he|she|they|I|we)(?:'ve|'s|\s+has|\s+have)?\s+)?(?:just\s+)?"
+    r"(?:quit|stopped|dropped|ditched|gave\s+up(?:\s+on)?|packed\s+in|cancelled)\s+(?P<rest>.+)$"
+)
+_SPEAKER = rx(r"(?<![\w'])(?:I|I'm|I've|I'd|I'll|my|me|mine|we|we're|we've|our|us)(?![\w'])")
+_EXCLAMATIONS = frozenset(
+    "wow thanks thank congrats congratulations sounds great awesome cool nice good aww yay "
+    "omg lol haha let's lets".split()
+)
+_BRACKETED = re.compile(r"\[[^\]]*\]")
+_DETERMINERS = frozenset("a an the my our some two three".split())
+# How one feels about the moment, or what one thinks of a thing: not a fact about anyone
+# ("I'm so excited", "the trip was amazing"); a fear or an allergy is ("scared of heights").
+_VERDICT = rx(
+    r"^(?:(?:so+|really|very|super|just|pretty|totally|absolutely|quite|kinda|more|most|such|"
+    r"truly|incredibly|extremely|a\s+bit|a\s+little|a|an)\s+)*(?:proud|excited|glad|happy|thrilled|"
+    r"sure|sorry|grateful|thankful|stoked|lucky|blessed|inspired|amazed|curious|delighted|"
+    r"honou?red|touched|relieved|sad|upset|nervous|worried|stressed|impressed|pumped|psyched|"
+    r"overwhelmed|bummed|disappointed|jealous|motivated|determined|confident|hopeful|eager|"
+    r"amazing|great|awesome|beautiful|lovely|nice|good|fun|wonderful|incredible|cool|fantastic|"
+    r"tough|hard|crazy|wild|special|perfect|gorgeous|stunning|brilliant|terrible|awful|"
+    r"horrible|insane|unreal|epic|breathtaking|magical|huge|exciting|inspiring|fascinating|"
+    r"interesting|rewarding|fulfilling|challenging|scary)\b"
+)
+_NAME_WORD = re.compile(r"\b[A-Z][a-z]{2,}\b")
+_VERB_CLAUSE = rx(
+    r"(?<![\w'])(?:I|we)(?:'ve|\s+have)?\s+(?P<adv>(?:(?:really|also|still|always|usually|normally|generally|finally|recently|"
+    r"already|eventually|officially|"
+    r"mostly|often|only|just|now|currently|actually|tend\s+to|try\s+to|basically)\s+)*)"
+    r"(?P<neg>(?:don'?t|do\s+not|doesn'?t|no\s+longer|never|can'?t|cannot|won'?t|didn'?t|"
+    r"used\s+to|stopped|quit)\s+)?(?P<verb>[a-z][\w'-]*)(?P<rest>.*)$"
+)
+_SWITCH = rx(
+    r"\b(?P<verb>switch(?:ed|ing)?|chang(?:ed|ing)|mov(?:ed|ing)|convert(?:ed|ing)|"
+    r"swap(?:ped|ping)|upgrad(?:ed|ing)|downgrad(?:ed|ing)|transferr(?:ed|ing))"
+    r"(?:\s+(?:him|her|them|us|me))?(?:\s+(?:over|back|across))?(?:\s+from\s+(?P<old>.+?))?\s+(?:to|for|into)\s+(?P<new>.+)$"
+)
+# "rescheduled the exam to August 18", "moved my piano lesson to Thursdays"
+_RESCHEDULE = rx(
+    r"\b(?:rescheduled|moved|pushed(?:\s+back)?|postponed|brought\s+forward|changed|shifted|"
+    r"raised|increased|lowered|reduced|cut|put|putting|bumped)\s+"
+    r"(?P<thing>(?:the|my|our)\s+[\w' -]{2,40}?)\s+(?:(?:up|down)\s+)?(?:to|until|till)\s+"
+    r"(?P<new>.+)$|(?P<thing2>(?:the|my|our)\s+[\w' -]{2,40}?|^[\w-]{3,20}(?:\s+[\w-]{3,20})?)"
+    r"(?:'s|\s+has|\s+have|\s+is|\s+are)?\s+(?:gone|went|goes|going|moving|"
+    r"moved|changed|risen|rose|dropped|fallen|fell)\s+(?:up\s+|down\s+)?to\s+(?P<new2>.+)$"
+)
+_PAST_EVENT = rx(
+    r"(?<![\w'])(?:I|we)\s+(?:\w+ed|had|went|took|ate|got|was|were|did|made|saw|met)\b"
+)
+_QUESTION_START = rx(
+    r"^(?:what|what's|whats|why|how|who|where|when|which|is|are|was|were|do|does|did|should|"
+    r"shall|can|could|would|will|any|have|has)\b"
+)
+_SWITCH_SUBJECT = rx(
+    r"^(?:the\s+|my\s+|our\s+)?(?P<noun>[a-z][\w-]*(?:\s+[a-z][\w-]*)?)(?:'s|'ve|'m|'d|\s+has|\s+is|"
+    r"\s+have|\s+had)?(?:\s+(?:just|finally|now|recently|already|also))?\s*$"
+)
+_OPENERS = frozenset(
+    "and but so then now yes yeah oh ok okay also well today yesterday sometimes usually fyi "
+    "btw honestly actually anyway plus hey hi morning".split()
+)
+_STOP_VERBS = frozenset({"stop", "quit", "drop", "ditch", "cancel"})
+_FACT_CLAUSES = rx(
+    r"\s*[,;]\s+(?:and\s+|but\s+|so\s+)?(?=(?:I|I'm|I've|I'd|my|we|we're|we've|our|no\s+more|"
+    r"not|she's|he's|they're|she|he|they)\b)|\s+(?:and|but|so)\s+(?=(?:I|I'm|I've|my|we|we're|our)\b)|\s+[—–]\s+"
+)
+_NO_MORE = rx(r"^(?:and\s+)?(?:no\s+more|not\s+any\s+more|not)\s+(?P<rest>.+)$")
+_NOW = rx(r"\b(?:now|these\s+days|nowadays)\b")
+_NEGATED_CHANGE = rx(r"\b(?:no\s+longer|not\s+\w+(?:\s+\w+)?\s+any\s*more|anymore|any\s+more)\b")
+_ENDED = rx(
+    r"\b(?:used\s+to|until\s+(?:last|recently|\d{4}|a\s+few|this)|up\s+until|back\s+then|"
+    r"stopped|quit|gave\s+up|formerly|previously|once\s+upon)\b"
+)
+_OBJECT_END = rx(
+    r"\s*,(?!\d)|\s*:(?!\d)|\s*[;!?()\"]|\s+(?:it|it's|she|she's|he|he's|they|they're|I|I'm|we|you)\s+(?=[a-z])|\s+[-–—]\s+|\s+(?:but|because|cause|so|since|which|who|when|whenever|while|"
+    r"though|although|if|unless|and\s+(?:I|I'm|I've|we|it|then|also|my)|or\s+(?:I|we))\b"
+)
+_TRAIL = rx(
+    r"(?:\s+(?:now|anymore|any\s+more|these\s+days|lately|again|too|as\s+well|though|tbh|lol|"
+    r"haha|instead|at\s+all|either|really|honestly|actually|today|yesterday|at\s+the\s+moment|"
+    r"right\s+now|from\s+now\s+on|for\s+now|nowadays))+$"
+)
+_TRAIL_TIME = rx(
+    r"(?:\s+(?:in|since|from|until|till|during|around|for|back\s+in)\s+(?:(?:19|20)\d\d|(?:a|an|\w+)\s+"
+    r"(?:years?|months?|weeks?|days?|decades?)|last\s+\w+|ages)|\s+(?:last|this)\s+(?:year|month|week|"
+    r"summer|winter|spring|autumn|fall)|\s+\w+\s+(?:years?|months?|weeks?)\s+ago)+$"
+)
+
+
+def _clean(phrase: str) -> str:
+    """The object phrase up to its clause's end, without fillers and determiners. Times stay:
+    in a fact they are often the value ("my painting time is Sunday mornings")."""
+    phrase = _OBJECT_END.split(phrase, maxsplit=1)[0]
+    phrase = _TRAIL.sub("", _TRAIL_TIME.sub("", phrase.strip(" .,'\"-"))).strip(" .,'\"-")
+    return LEADING_DET.sub("", phrase).strip(" .,'\"-")
+
+
+def _lemma(verb: str) -> str:
+    v = verb.lower()
+    if v in _IRREGULAR:
+        return _IRREGULAR[v]
+    for suffix, repl in (("ies", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("s", "")):
+        if v.endswith(suffix) and len(v) - len(suffix) >= 3:
+            stem = v[: -len(suffix)] + repl
+            if suffix in ("ing", "ed") and re.search(r"([bdgmnprt])\1$", stem):
+                stem = stem[:-1]  # stopped → stop, swimming → swim
+            return stem + "e" if (stem + "e") in VERB_RELATIONS else stem
+    return v
+
+
+def _relation(lemma: str) -> str:
+    if lemma in VERB_RELATIONS:
+        return VERB_RELATIONS[lemma]
+    if re.search(r"[^aeiou]y$", lemma):
+        return lemma[:-1] + "ies"  # carry → carries
+    return lemma + ("es" if lemma.endswith(("s", "sh", "ch", "x", "o")) else "s")
+
+
+def _is_event(s: Sentence, times: list[TimeMention]) -> bool:
+    """A past verb with a day or a clock time is an event ("I had sushi yesterday"); with a year
+    or none it is a state that ended ("I lived in Paris in 2010")."""
+    local = [t for t in times if s.start <= t.start < s.end]
+    return _EVENT_TIME.search(s.text) is not None or any(
+        t.granularity in ("day", "minute") for t in local
+    )
+
+
+def fact_is_ended(text: str) -> bool:
+    """Whether a sentence states a state that is over ("used to", "until last year")."""
+    return _ENDED.search(text) is not None
+
+
+def _fact(
+    relation: str,
+    obj: str,
+    s: Sentence,
+    *,
+    negated: bool = False,
+    update: bool = False,
+    kind: EntityType = EntityType.OBJECT,
+    past: bool = False,
+    clause: str | None = None,
+) -> FactCandidate | None:
+    """A clause fact of sentence ``s``; over when its verb is past or its ``clause`` (default:
+    the sentence) says it ended ("used to…, she's been an indoor cat since": only the first)."""
+    words = obj.split()
+    if not words or len(words) > MAX_OBJECT_WORDS:
+        return None
+    ended = (past or fact_is_ended(s.text if clause is None else clause)) and not negated
+    confidence = 0.55 if len(words) <= 4 else 0.45
+    return FactCandidate(
+        relation, obj, kind, negated, s.text, confidence, ended=ended, update=update,
+        parse=Parse.CLAUSE,
+    )  # fmt: skip
+
+
+def _sentence_facts(
+    s: Sentence, times: list[TimeMention], earlier: str = ""
+) -> tuple[list[FactCandidate], bool]:
+    """The facts the clause reading finds in one sentence, at most one per clause, and whether
+    a clause was read as stating none (a past event, a verdict on the moment). A question
+    only when it opens with a statement ("I'm vegetarian, can you…?"); nothing after a hedge
+    ("if", "maybe"). A switch or a "no more" takes the relation of the clause before it; a
+    pronoun may name someone in the ``earlier`` sentences of the turn."""
+    text = OPENING_FILLER.sub("", s.text)
+    if s.question and _QUESTION_START.match(text):
+        return [], False
+    out: list[FactCandidate] = []
+    judged = False
+    for clause in (c for c in _FACT_CLAUSES.split(text) if c and c.strip()):
+        if CONDITIONAL.match(clause):
+            break
+        previous = out[-1].relation if out else None
+        read = _clause_fact(clause.strip(), s, times, previous, earlier)
+        if isinstance(read, FactCandidate):
+            out.append(read)
+        judged = judged or isinstance(read, str)  # "I had sushi yesterday" states nothing
+    return out, judged
+
+
+def _clause_fact(
+    text: str, s: Sentence, times: list[TimeMention], previous: str | None, earlier: str
+) -> FactCandidate | str | None:
+    moved = _RESCHEDULE.search(text)
+    if moved and not CONDITIONAL.search(text, 0, moved.start()) and _a_thing(moved):
+        thing = canonical_name(moved["thing"] or moved["thing2"])
+        new = _clean(moved["new"] or moved["new2"])
+        return _fact(f"attribute:{thing}", new, s, update=True, clause=text)
+    switch = _SWITCH.search(text)
+    if switch and not CONDITIONAL.search(text, 0, switch.start()):
+        relation = _switch_relation(text, switch, previous)
+        if relation:
+            return _fact(relation, _clean(switch["new"]), s, update=True, clause=text)
+    stop = _STOPPED.match(text)
+    if stop:  # "Noah quit swimming", "Dropped Organic Chem": a negated update
+        who = _who(stop["who"], s, text[: stop.start()], earlier)
+        relation = f"about:{who}" if who else "does"
+        return _fact(relation, _clean(stop["rest"]), s, negated=True, update=True, clause=text)
+    no_more = _NO_MORE.match(text)
+    if no_more:
+        return _fact(
+            previous or "uses", _clean(no_more["rest"]), s, negated=True, update=True, clause=text
+        )
+    negated_change = _NEGATED_CHANGE.search(text) is not None
+    update = negated_change or bool(_NOW.search(text))
+    found = [(p, m) for p in _CLAUSE_PATTERNS if (m := p.search(text))]
+    for pattern, m in sorted(found, key=lambda pm: pm[1].start()):  # the clause's own subject
+        if CONDITIONAL.search(text, 0, m.start("rest")):
+            continue
+        read = _read(pattern, m, s, times, negated_change, update=update, earlier=earlier)
+        if read is not None:
+            return read
+    return None
+
+
+_CLAUSE_PATTERNS = (_BE, _VERB_CLAUSE, _MY, _MY_CLAUSE, _THIRD)
+"""Ties on position go in this order."""
+
+
+def _switch_relation(text: str, switch: re.Match[str], previous: str | None) -> str | None:
+    """What a switch changes: the thing before it ("netball's moved to…"), where one lives
+    ("we moved to Bristol"), else the clause before's relation, else ``uses``; None when
+    the switch has a subject that is not adjacent ("…since we moved to the flat" inside a
+    longer clause) or is nobody's."""
+    before = text[: switch.start()]
+    if before.strip() and not _SWITCH_SUBJECT.match(before):
+        return None
+    subject = _SWITCH_SUBJECT.match(before)
+    noun = subject["noun"].lower() if subject else ""
+    if noun in ("he", "she", "they", "he's", "she's", "they've", "they're"):
+        return previous or "uses"  # "the vet switched him to…": a change made for us
+    if noun in ("i", "we", "i've", "we've", "i'm", "we're", "i have", "we have"):
+        return "lives_in" if switch["verb"].lower().startswith("mov") else previous or "uses"
+    if noun.split(" ", 1)[0] in NON_OBJECTS:
+        return None  # "everything went to plan": nothing of ours changed
+    return f"attribute:{noun}" if noun else previous or "uses"
+
+
+def _read(
+    pattern: re.Pattern[str],
+    m: re.Match[str],
+    s: Sentence,
+    times: list[TimeMention],
+    negated_change: bool,
+    update: bool,
+    earlier: str = "",
+) -> FactCandidate | str | None:
+    """The fact one clause pattern's match states ("event" for a past event, "verdict" for how
+    one feels or what one thinks of a thing)."""
+    obj = _clean(m["rest"])
+    if _VERDICT.match(obj):
+        return "verdict"
+    if pattern is _MY:
+        return (
+            _fact(f"attribute:{_noun(m)}", obj, s, update=update, clause=m.string)
+            if _owned(m)
+            else None
+        )
+    if pattern is _MY_CLAUSE:
+        return _fact(f"about:{_noun(m)}", obj, s, clause=m.string)
+    if pattern is _THIRD:
+        who = _who(m["noun"], s, m.string[: m.start("noun")], earlier)
+        return _fact(f"about:{who}", obj, s, update=update, clause=m.string) if who else None
+    if pattern is _BE:
+        negated = obj.lower().startswith(("not ", "no longer ")) or negated_change
+        obj = re.sub(r"^(?:not|no\s+longer)\s+", "", obj, flags=re.IGNORECASE)
+        return _fact("is", obj, s, negated=negated, kind=EntityType.OTHER, clause=m.string)
+    before = m.string[: m.start()].split()
+    if before and before[-1][:1].isupper() and before[-1].lower() not in _OPENERS:
+        return None  # "my CFA Level I exam": a name, not the speaker
+    verb = m["verb"].lower()
+    if "'" in verb or verb.endswith("ly"):
+        return None  # "I haven't…", "I totally…": no verb of a state
+    if verb in _DETERMINERS and re.search(r"'ve\s|\shave\s", m.group()[:12], re.IGNORECASE):
+        obj = _clean(f"{m['verb']}{m['rest']}")  # "I have an injured knee": "have" is the verb
+        verb = "have"
+    lemma = _lemma(verb)
+    if verb == "got" and re.search(
+        r"'ve\s+got|have\s+got|got\s+(?:a|an|our|my|new)\b", m.group(), re.IGNORECASE
+    ):
+        verb = lemma = "have"  # "we've got Prime", "we got a puppy": a possession now
+    if lemma in _NOT_VERBS or len(lemma) < 2:
+        return None
+    perfect = re.search(r"(?:'ve|\bhave)\s+(?:\w+\s+)*?" + re.escape(m["verb"]), m.group(), re.I)
+    past = not perfect and (verb in _PAST_FORMS or (verb.endswith("ed") and verb != lemma))
+    neg = (m["neg"] or "").lower()
+    if lemma in _STOP_VERBS:  # "I've dropped Pilates", "we quit the gym"
+        lemma, neg, past = "do", "stopped", False
+    elif past and (_is_event(s, times) or lemma not in VERB_RELATIONS):
+        return "event"  # a past verb that names no state ("I made a cake") is an event
+    negated = (bool(neg) and not neg.startswith("used")) or negated_change
+    obj = re.sub(r"^(?:in|at|to|with|for|on|doing)\s+", "", obj, flags=re.IGNORECASE)
+    obj = LEADING_DET.sub("", obj)
+    if lemma == "have" and is_health_related(obj):  # "I've got a sprained wrist": a condition,
+        return _fact(
+            "has_condition",
+            obj,
+            s,
+            negated=negated,
+            kind=EntityType.OTHER,
+            past=past,
+            clause=m.string,
+        )
+    return _fact(
+        _relation(lemma), obj, s, negated=negated, update=update, past=past, clause=m.string
+    )
+
+
+def _who(subject: str | None, s: Sentence, before: str, earlier: str = "") -> str:
+    """The person or pet a third-person clause is about: its name, or for a pronoun the first
+    name before it in the sentence (``before``: the clause's text before the subject), else in
+    the ``earlier`` sentences of the turn ("" when there is none, or the word names nobody:
+    "It", "Your")."""
+    if not subject:
+        return ""
+    if subject.lower() not in ("he", "she", "they", "he's", "she's", "they're"):
+        return "" if _names_nobody(subject) else subject.lower()
+    at = s.text.find(before) if before else -1
+    preceding = s.text[: at + len(before)] if at >= 0 else s.text.split(subject, 1)[0]
+    names = [n for n in _NAME_WORD.findall(preceding) if not _names_nobody(n)]
+    names = names or [n for n in _NAME_WORD.findall(earlier) if not _names_nobody(n)]
+    return names[0].lower() if names else ""  # the subject before, not a place after a verb
+
+
+def _names_nobody(word: str) -> bool:
+    return word.lower() in _OPENERS or word.capitalize() in CAPITAL_STOPWORDS
+
+
+def _owned(m: re.Match[str]) -> bool:
+    """Whether an "X is Y" clause is about the speaker's thing: "my"/"our"/"the" before it, or
+    a bare noun with a verb ("Rent is £900"); not a bare word before "'s" ("Let's…",
+    "Life's…") nor a word that is not a noun ("Your…", "Here…")."""
+    head = m.group().split(maxsplit=1)[0].lower()
+    if head in ("my", "our", "the"):
+        return True
+    noun = m["noun"].split()[0]
+    tail = m.string[m.end("noun") : m.start("rest")].strip().lower()
+    return tail != "'s" and not _names_nobody(noun) and noun.lower() not in NON_OBJECTS
+
+
+def _noun(m: re.Match[str]) -> str:
+    """The thing of an "X is Y" clause, one form for "standup" and "standups"."""
+    return canonical_name(m["noun"])
+
+
+def _a_thing(moved: re.Match[str]) -> bool:
+    """Whether a change's subject names a thing ("standups moving to 10:00"), not a pronoun
+    ("everything went to plan", "it moved to…")."""
+    words = (moved["thing"] or moved["thing2"]).split()
+    if words[0].lower() in ("the", "my", "our"):
+        return True
+    return words[0].lower() not in NON_OBJECTS and not _names_nobody(words[0])
+
+
+def clause_facts(
+    text: str,
+    times: list[TimeMention],
+    covered: Collection[str] = (),
+    chat: bool = True,
+    requests: Collection[str] = (),
+) -> list[FactCandidate]:
+    """Facts read clause by clause from the sentences no pattern read (``covered``: the texts of
+    those a pattern did); from the sentences of a rule, a to-do or a report (``requests``) only
+    the changes ("the rent's going up to £1,525, remind me to…"). The sentence itself
+    (``generic``) when nothing was read, no sentence was a pattern's or a request's and no
+    clause was read as stating nothing (a past event, a verdict). In ``chat`` a kept sentence
+    must be about the speaker (:func:`_of_speaker`); a device's log line has no speaker to
+    name."""
+    sentences = sentences_of(text)
+    out: list[FactCandidate] = []
+    judged = False
+    for s in (s for s in sentences if s.text not in covered):
+        facts, said_none = _sentence_facts(s, times, text[: s.start])
+        if s.text in requests:  # a change said beside a request still changes the value
+            out += [f for f in facts if f.update]
+        else:
+            out += facts
+            judged = judged or said_none
+    if out or covered or requests or judged:
+        return out
+    statements = [
+        s
+        for s in sentences
+        if not s.question and not CONDITIONAL.search(s.text) and (not chat or _of_speaker(s.text))
+    ]
+    if not statements or any(
+        _PAST_EVENT.search(s.text) and _is_event(s, times) for s in statements
+    ):
+        return []  # only hypotheticals and questions, or a past event: nothing to state
+    s = max(statements, key=lambda x: len(x.text))
+    obj = shorten(OPENING_FILLER.sub("", s.text).strip(" .!"), 80)
+    return [
+        FactCandidate(
+            GENERIC_RELATION, obj, EntityType.OTHER, False, s.text, 0.4, parse=Parse.GENERIC
+        )
+    ]
+
+
+def _of_speaker(text: str) -> bool:
+    """Whether a chat sentence may state something of its speaker: it names them (a
+    first-person word outside brackets), or it opens with a thing of its own ("Lemon cake beats
+    everything"); not with a pronoun or a word to the listener ("It's awesome how…", "Your
+    empathy will help…"), and not a bare exclamation ("Wow, Caroline")."""
+    text = _BRACKETED.sub("", text)
+    if _SPEAKER.search(text):
+        return True
+    words = [w.strip(".,!?;:'\"").lower() for w in text.split()]
+    words = [w for w in words if w and w not in _OPENERS]
+    return len(words) >= 3 and words[0] not in NON_OBJECTS and words[0] not in _EXCLAMATIONS
