@@ -22,10 +22,6 @@ from memoryd.retrieve.result import Stores
 
 __all__ = ["fuse", "passes"]
 
-_WIDEN = 2
-"""Each ranking is read this many times ``candidates`` deep, then cut to ``candidates``
-distinct turns."""
-
 
 def fuse(
     stores: Stores,
@@ -41,21 +37,18 @@ def fuse(
     (the memories in tiers 1 to ``deepest``) both are restricted to it, dense search being
     exact over the pool's vectors."""
     n = max(config.candidates, params.k)
-    wide = n * _WIDEN
     focus = focus_of(stores, params, n)
     if pool is None:
-        cosines = {num: cos for num, cos, _ in stores.vectors.search(vector, params.types, wide)}
+        cosines = {num: cos for num, cos, _ in stores.vectors.search(vector, params.types, n)}
         dense = cosines
-        lexical = dict(stores.text.search(params.query, params.types, wide))
+        lexical = dict(stores.text.search(params.query, params.types, n))
     else:
         cosines = _exact_cosines(stores, vector, pool)
-        dense = dict(sorted(cosines.items(), key=lambda kv: -kv[1])[:wide])
+        dense = dict(sorted(cosines.items(), key=lambda kv: -kv[1])[:n])
         within = None if deepest is None else int(deepest)
-        lexical = dict(stores.text.search(params.query, params.types, wide, within))
+        lexical = dict(stores.text.search(params.query, params.types, n, within))
     lifted = focus.lifts.keys() if pool is None else focus.lifts.keys() & pool
     meta = stores.journal.memory_meta(list(dense.keys() | lexical.keys() | lifted))
-    dense, lexical = _of_turns(dense, meta, n), _of_turns(lexical, meta, n)
-    meta = {num: meta[num] for num in dense.keys() | lexical.keys() | lifted if num in meta}
     allowed = focus.allowed(stores.journal, meta)
     dense_part = _normalise(dense, config)
     lexical_part = _normalise(lexical, config)
@@ -78,25 +71,6 @@ def fuse(
     if config.session_weight > 0:
         _boost_sessions(fused, why, meta, config)
     return fused, why, cosines
-
-
-def _of_turns(
-    ranking: dict[int, float], meta: dict[int, tuple[str, str, str]], n: int
-) -> dict[int, float]:
-    """The head of ``ranking`` that covers ``n`` distinct turns, every record of those turns
-    kept: a turn stored as an episode and a fact of the same words takes one place, not two."""
-    kept: dict[int, float] = {}
-    turns: set[str] = set()
-    for num in sorted(ranking, key=ranking.__getitem__, reverse=True):
-        if num not in meta:
-            continue
-        turn = meta[num][0]
-        if turn not in turns:
-            if len(turns) == n:
-                continue
-            turns.add(turn)
-        kept[num] = ranking[num]
-    return kept
 
 
 def _exact_cosines(stores: Stores, vector: np.ndarray, pool: set[int]) -> dict[int, float]:
