@@ -50,7 +50,7 @@ from tqdm import tqdm
 from memoryd.errors import ConflictError
 from memoryd.eval.locomo import INGEST_BATCH, load_locomo, normalise_dia_id, parse_evidence
 from memoryd.ingest import NewTurn
-from memoryd.models import Fact, MemoryType
+from memoryd.models import Fact, Memory, MemoryType
 from memoryd.service import MemoryService
 
 DEFAULT_THRESHOLD = 0.70
@@ -200,15 +200,23 @@ def load_observations(path: Path) -> dict[str, list[Observation]]:
     return out
 
 
-def collect_facts(service: MemoryService, user_id: str) -> list[RenderedFact]:
-    """Every semantic fact the user has, page by page."""
-    facts, cursor = [], 0
-    while True:
-        page = service.list_memories(user_id, [MemoryType.SEMANTIC], PAGE, cursor)
-        facts += [_rendered(s.memory) for s in page.memories if isinstance(s.memory, Fact)]
-        if page.next_cursor is None:
-            return facts
+def all_memories(
+    service: MemoryService, user_id: str, types: Sequence[MemoryType] = ()
+) -> list[Memory]:
+    """Every live memory of the user of the given types (all when none), page by page."""
+    out: list[Memory] = []
+    cursor: int | None = 0
+    while cursor is not None:
+        page = service.list_memories(user_id, types, PAGE, cursor)
+        out += [s.memory for s in page.memories]
         cursor = page.next_cursor
+    return out
+
+
+def collect_facts(service: MemoryService, user_id: str) -> list[RenderedFact]:
+    """Every semantic fact the user has."""
+    memories = all_memories(service, user_id, [MemoryType.SEMANTIC])
+    return [_rendered(m) for m in memories if isinstance(m, Fact)]
 
 
 # -- matching ------------------------------------------------------------------------------

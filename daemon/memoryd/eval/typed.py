@@ -33,15 +33,15 @@ from typing import Any
 from tqdm import tqdm
 
 from memoryd.errors import InvalidInputError
+from memoryd.eval.facts import all_memories
 from memoryd.ingest import NewTurn
-from memoryd.models import Fact, Memory, MemoryType, Role, Rule, Task
+from memoryd.models import Fact, MemoryType, Role, Rule, Task
 from memoryd.retrieve import QueryParams, render_line
 from memoryd.service import MemoryService
 
 __all__ = ["Scenario", "TypedReport", "load_scenarios", "run_typed"]
 
 QUERY_K = 10
-PAGE = 500
 _TYPES = {t.value: t for t in MemoryType}
 _KINDS = ("facts", "rules", "tasks")
 
@@ -240,16 +240,6 @@ class ScenarioResult:
     misses: list[str]
 
 
-def _all_memories(service: MemoryService, user: str) -> list[Memory]:
-    out: list[Memory] = []
-    cursor: int | None = 0
-    while cursor is not None:
-        page = service.list_memories(user, (), PAGE, cursor)
-        out += [s.memory for s in page.memories]
-        cursor = page.next_cursor
-    return out
-
-
 def score_scenario(service: MemoryService, scenario: Scenario) -> ScenarioResult:
     """Ingest ``scenario`` into a fresh user, ask its queries and run its checks."""
     user = f"typed-{re.sub(r'[^A-Za-z0-9_.-]', '-', scenario.id)}"
@@ -264,7 +254,7 @@ def score_scenario(service: MemoryService, scenario: Scenario) -> ScenarioResult
                 surfaced.add(mtype.value, ok)
                 if not ok:
                     misses.append(f"surfaced {mtype.value} {words} for {query.text!r}")
-    memories = _all_memories(service, user)
+    memories = all_memories(service, user)
     facts = [m for m in memories if isinstance(m, Fact)]
     rules = [m for m in memories if isinstance(m, Rule)]
     tasks = [m for m in memories if isinstance(m, Task)]

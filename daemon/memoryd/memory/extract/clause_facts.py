@@ -81,7 +81,6 @@ _NOT_VERBS = frozenset(
     "want wish wonder".split()
 )
 
-_SUBJECT = rx(r"(?<![\w'])(?:I|we)(?![\w'])")
 _BE = rx(
     r"(?<![\w'])(?:I'm|I\s+am|I've\s+been|I\s+have\s+been|we're|we\s+are)\s+(?!(?:going|gonna|"
     r"about|trying|thinking|not\s+sure|just\s+(?:wondering|checking)))(?P<rest>.+)$"
