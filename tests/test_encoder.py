@@ -6,13 +6,14 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from memoryd.encoder import MANIFEST_FILE, MODEL_FILE, TOKENIZER_FILE, Encoder
+from memoryd.encoder import MANIFEST_FILE, MODEL_FILE, ROUTER_TOP_FILE, TOKENIZER_FILE, Encoder
 from memoryd.errors import ClosedError, ModelMissingError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -82,19 +83,73 @@ def test_missing_tokenizer_is_named(tmp_path: Path) -> None:
 
 
 def test_missing_manifest_is_named_only_when_verifying(tmp_path: Path) -> None:
-    model_dir = linked_model_dir(tmp_path, (MODEL_FILE, TOKENIZER_FILE))
+    model_dir = linked_model_dir(tmp_path, (MODEL_FILE, ROUTER_TOP_FILE, TOKENIZER_FILE))
     with pytest.raises(ModelMissingError, match=MANIFEST_FILE):
         Encoder(model_dir)
     Encoder(model_dir, verify=False).close()
 
 
-def test_model_not_matching_manifest_is_refused(tmp_path: Path) -> None:
-    model_dir = linked_model_dir(tmp_path, (MODEL_FILE, TOKENIZER_FILE))
+@pytest.mark.parametrize(
+    ("section", "file"), [("files", MODEL_FILE), ("router_layers", ROUTER_TOP_FILE)]
+)
+def test_model_not_matching_manifest_is_refused(tmp_path: Path, section: str, file: str) -> None:
+    model_dir = linked_model_dir(tmp_path, (MODEL_FILE, ROUTER_TOP_FILE, TOKENIZER_FILE))
     manifest = json.loads((MODEL_DIR / MANIFEST_FILE).read_text())
-    manifest["files"][MODEL_FILE]["sha256"] = "0" * 64
+    entry = manifest["files"][MODEL_FILE] if section == "files" else manifest[section]["file"]
+    entry["sha256"] = "0" * 64
     (model_dir / MANIFEST_FILE).write_text(json.dumps(manifest))
-    with pytest.raises(ModelMissingError, match="sha256"):
+    with pytest.raises(ModelMissingError, match=f"sha256.*{file}"):
         Encoder(model_dir)
+
+
+def test_missing_router_layers_are_named_when_verifying(tmp_path: Path) -> None:
+    model_dir = linked_model_dir(tmp_path, (MODEL_FILE, TOKENIZER_FILE, MANIFEST_FILE))
+    with pytest.raises(ModelMissingError, match=ROUTER_TOP_FILE):
+        Encoder(model_dir)
+    # The build's own checks run without them: embedding works, routing names the file.
+    encoder = Encoder(model_dir, verify=False)
+    try:
+        assert np.array_equal(encoder.embed("hello"), Encoder(MODEL_DIR).embed("hello"))
+        with pytest.raises(ModelMissingError, match=ROUTER_TOP_FILE):
+            encoder.embed_routed("hello")
+    finally:
+        encoder.close()
+
+
+def test_manifest_without_router_layers_is_refused(tmp_path: Path) -> None:
+    model_dir = linked_model_dir(tmp_path, (MODEL_FILE, ROUTER_TOP_FILE, TOKENIZER_FILE))
+    manifest = json.loads((MODEL_DIR / MANIFEST_FILE).read_text())
+    del manifest["router_layers"]
+    (model_dir / MANIFEST_FILE).write_text(json.dumps(manifest))
+    with pytest.raises(ModelMissingError, match="router_layers"):
+        Encoder(model_dir)
+
+
+def test_embed_routed_gives_the_embedding_and_a_routing_vector(encoder: Encoder) -> None:
+    text = "Don't let me forget the parent-teacher meeting on Thursday at 6."
+    vec, routing = encoder.embed_routed(text)
+    assert np.array_equal(vec, encoder.embed(text))
+    assert routing.shape == (384,) and routing.dtype == np.float32
+    assert np.linalg.norm(routing) == pytest.approx(1.0, abs=1e-5)
+    assert np.array_equal(routing, encoder.routing_vector(text))
+    # The tuned top layers move the vector: it is not the embedding again.
+    assert float(vec @ routing) < 0.99
+
+
+def test_routing_vectors_weigh_the_kind_of_turn_more_than_embeddings_do(
+    encoder: Encoder,
+) -> None:
+    """Two reminders about different things against a reminder and a statement about the same
+    thing: the tuned top layers move the first pair closer, relative to the second, than the
+    untouched embedding has them."""
+    remind = "remind me to water the tomatoes tonight"
+    other_reminder = "don't let me forget to renew my passport by friday"
+    statement = "I grow tomatoes on my balcony"
+
+    def margin(vec: Callable[[str], np.ndarray]) -> float:
+        return float(vec(remind) @ vec(other_reminder) - vec(remind) @ vec(statement))
+
+    assert margin(encoder.routing_vector) > margin(encoder.embed) + 0.1
 
 
 def test_closed_encoder_refuses_to_embed() -> None:
@@ -102,6 +157,8 @@ def test_closed_encoder_refuses_to_embed() -> None:
     encoder.close()
     with pytest.raises(ClosedError):
         encoder.embed("hello")
+    with pytest.raises(ClosedError):
+        encoder.embed_routed("hello")
 
 
 def test_runtime_import_pulls_in_neither_torch_nor_transformers() -> None:

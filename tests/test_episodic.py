@@ -28,7 +28,7 @@ STORY = [
     ("s1", 720, "Had dinner with Anna at the Thai place in Paris."),
     ("s2", 420, "Picked up the kids from school after work."),
     ("s3", 14 * 24 * 60, "Anna and I started planning a trip to Lisbon."),
-    ("s3", 14 * 24 * 60 + 5, "Booked the train tickets for the trip."),
+    ("s3", 14 * 24 * 60 + 5, "We spent the evening reading about the trip."),
 ]
 DENTIST, DINNER, KIDS, PLANNING, TICKETS = (t for _, _, t in STORY)
 

@@ -214,6 +214,7 @@ def test_builder_compiles_hnswlib_portably_and_torch_is_cpu(dockerfile):
     # PyPI's aarch64 torch wheels from 2.11 on are CUDA 13 builds (GBs of nvidia-* packages).
     assert (int(version.group(1)), int(version.group(2))) <= (2, 10), version.group(0)
     assert any("export_models.py" in r for s in builders for r in s.all("RUN"))
+    assert any("tune_router_layers.py" in r for s in builders for r in s.all("RUN"))
     assert any("train_router.py" in r for s in builders for r in s.all("RUN"))
 
 

@@ -203,7 +203,7 @@ def built_router() -> Router:
 def test_built_head_finds_the_memory_type(
     encoder: Encoder, built_router: Router, text: str, label: Label
 ) -> None:
-    decision = built_router.route(encoder.embed(text), text)
+    decision = built_router.route(encoder.routing_vector(text), text)
     assert label in decision.labels
     assert F not in decision.labels
 
@@ -211,4 +211,4 @@ def test_built_head_finds_the_memory_type(
 def test_built_head_marks_a_contentless_turn_fragmented(
     encoder: Encoder, built_router: Router
 ) -> None:
-    assert built_router.route(encoder.embed("ok thanks"), "ok thanks").labels == (F,)
+    assert built_router.route(encoder.routing_vector("ok thanks"), "ok thanks").labels == (F,)

@@ -25,6 +25,7 @@ from memoryd.llm import OpenAICompatLLM
 from memoryd.models import LABELS, Role
 from memoryd.router import Router, RouterHead, retry_at
 from memoryd.router.calibrate import fit_temperature
+from memoryd.router.enhance import read_pool
 from memoryd.router.router import decide, deferral_threshold
 from memoryd.router.trainer import ROUND_MARGIN, Pool, SeedSet, in_pool_holdout, train_round
 from memoryd.service import MemoryService
@@ -194,6 +195,23 @@ def test_a_deferred_turn_is_labelled_rerouted_and_pooled(
         service.import_user("bob", exported)
         assert turn_json(service.get_turn("bob", reply.turn_id))["labels"] == ["episodic"]
         assert service.counts("bob")["graph_Task"] == 1
+    finally:
+        service.close()
+
+
+def test_a_round_reads_the_pool_as_routing_vectors(
+    tmp_path: Path, encoder, router: Router, llm_url: str
+) -> None:
+    """The journal keeps the retrieval embedding; a round must train on what the head reads."""
+    service = make_service(tmp_path, encoder, router, llm_url)
+    try:
+        service.ingest("ann", [turn(REMINDER)])
+        service.label_deferred()
+        with service.users.lease("ann") as ws:
+            pool = read_pool(ws.router_state, ws.journal, 384, encoder.routing_vector)
+        assert pool.texts == (REMINDER,)
+        assert np.array_equal(pool.x[0], encoder.routing_vector(REMINDER))
+        assert not np.array_equal(pool.x[0], encoder.embed(REMINDER))
     finally:
         service.close()
 

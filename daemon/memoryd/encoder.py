@@ -1,8 +1,14 @@
 """Sentence encoder: all-MiniLM-L6-v2 exported to ONNX, int8, run with onnxruntime.
 
-The model directory is what ``scripts/export_models.py`` builds: the quantized ONNX graph, the
-tokenizer and a ``manifest.json`` with the files' sha256. The graph outputs token states; mean
+The model directory is what ``scripts/export_models.py`` and ``scripts/tune_router_layers.py``
+build: the quantized ONNX graph, the router's tuned top layers (a second, small graph), the
+tokenizer and a ``manifest.json`` with the files' sha256. The graphs output token states; mean
 pooling and L2 normalisation happen here, matching sentence-transformers' pipeline for this model.
+
+Two vectors come from one pass. The encoder's graph also outputs its trunk (the token states
+after its first layers); ``embed`` pools the last layer, the untouched sentence embedding that
+retrieval and entity resolution use; ``embed_routed`` also runs the trunk through the top
+layers tuned for routing and pools those, the vector the router's head reads.
 
 One text per call, always. With dynamic int8 quantisation the activations are quantised with a
 scale computed over the whole input tensor, so a sentence embedded in a batch depends on its
@@ -11,6 +17,7 @@ text, which is what lets ``memoryd rebuild`` recompute exactly the journaled vec
 
     encoder = Encoder(Path("models"))
     vec = encoder.embed("I'm allergic to ibuprofen")   # float32, shape (384,), unit norm
+    vec, routing = encoder.embed_routed("Remind me at 5")  # the same vec, and the router's
     encoder.close()
 
 Runtime dependencies are onnxruntime, tokenizers and numpy only: this module must never import
@@ -34,7 +41,10 @@ __all__ = [
     "MANIFEST_FILE",
     "MAX_TOKENS",
     "MODEL_FILE",
+    "ROUTER_TOP_FILE",
+    "ROUTING_OUTPUT",
     "TOKENIZER_FILE",
+    "TRUNK_OUTPUT",
     "Encoder",
     "sha256_file",
 ]
@@ -44,6 +54,10 @@ logger = logging.getLogger(__name__)
 MODEL_FILE = "minilm-l6-v2-int8.onnx"
 TOKENIZER_FILE = "tokenizer.json"
 MANIFEST_FILE = "manifest.json"
+ROUTER_TOP_FILE = "router-top-int8.onnx"
+TRUNK_OUTPUT = "trunk_state"
+"""The encoder graph's second output and the router top's input."""
+ROUTING_OUTPUT = "routing_state"
 MAX_TOKENS = 256
 """Longer texts are truncated, as sentence-transformers does for this model (max_seq_length)."""
 
@@ -63,14 +77,22 @@ def _require(path: Path, what: str) -> Path:
     return path
 
 
-def _verify_model(model_path: Path, manifest_path: Path) -> None:
-    """Check the ONNX file against the sha256 the export recorded in the manifest."""
+def _verify_models(model_path: Path, top_path: Path, manifest_path: Path) -> None:
+    """Check both ONNX files against the sha256 the build recorded in the manifest."""
     manifest = json.loads(_require(manifest_path, "model manifest").read_text())
-    expected = manifest["files"][MODEL_FILE]["sha256"]
-    if sha256_file(model_path) != expected:
+    layers = manifest.get("router_layers")
+    if layers is None:
         raise ModelMissingError(
-            str(model_path), f"ONNX encoder with the sha256 {expected} (from {MANIFEST_FILE})"
+            str(manifest_path), "manifest with a router_layers section (run `make models`)"
         )
+    for path, expected, what in (
+        (model_path, manifest["files"][MODEL_FILE]["sha256"], "ONNX encoder"),
+        (top_path, layers["file"]["sha256"], "ONNX router layers"),
+    ):
+        if sha256_file(path) != expected:
+            raise ModelMissingError(
+                str(path), f"{what} with the sha256 {expected} (from {MANIFEST_FILE})"
+            )
 
 
 def _load_tokenizer(path: Path) -> Tokenizer:
@@ -103,12 +125,14 @@ class Encoder:
         """Open the model built into ``model_dir``.
 
         Args:
-            model_dir: directory holding ``minilm-l6-v2-int8.onnx``, ``tokenizer.json`` and
-                (when ``verify``) ``manifest.json``.
+            model_dir: directory holding ``minilm-l6-v2-int8.onnx``, ``router-top-int8.onnx``,
+                ``tokenizer.json`` and (when ``verify``) ``manifest.json``.
             threads: onnxruntime intra-op threads for one ``embed`` call. 1 keeps latency
                 steady under load and leaves the other cores to concurrent calls; more
                 threads only pay off for long texts on an idle machine.
-            verify: check the ONNX file's sha256 against the manifest (costs ~50 ms).
+            verify: check the ONNX files' sha256 against the manifest (costs ~60 ms). Without
+                it (the build's own checks) the router layers may be missing, and only
+                ``embed_routed`` then raises ``ModelMissingError``.
 
         Raises:
             ModelMissingError: a file is missing (the message names it), or the ONNX file does
@@ -116,15 +140,40 @@ class Encoder:
         """
         model_dir = Path(model_dir)
         model_path = _require(model_dir / MODEL_FILE, "ONNX encoder")
+        top_path = model_dir / ROUTER_TOP_FILE
         tokenizer_path = _require(model_dir / TOKENIZER_FILE, "encoder tokenizer")
         if verify:
-            _verify_model(model_path, model_dir / MANIFEST_FILE)
+            _verify_models(
+                model_path, _require(top_path, "ONNX router layers"), model_dir / MANIFEST_FILE
+            )
         self._tokenizer = _load_tokenizer(tokenizer_path)
+        self._top_path = top_path
         self._session: ort.InferenceSession | None = _open_session(model_path, threads)
+        self._top: ort.InferenceSession | None = (
+            _open_session(top_path, threads) if top_path.is_file() else None
+        )
         logger.info("encoder loaded from %s (threads=%d)", model_path, threads)
 
     def embed(self, text: str) -> np.ndarray:
         """Return the embedding of ``text``: float32, shape ``(384,)``, L2 norm 1."""
+        (states,) = self._run(text, ["last_hidden_state"])
+        return _pool(states)
+
+    def embed_routed(self, text: str) -> tuple[np.ndarray, np.ndarray]:
+        """The embedding of ``text`` (as :meth:`embed` gives it) and its routing vector, the
+        router's tuned top layers over the same trunk; both float32 ``(384,)``, unit norm."""
+        states, trunk = self._run(text, ["last_hidden_state", TRUNK_OUTPUT])
+        top = self._top
+        if top is None:
+            raise ModelMissingError(str(self._top_path), "ONNX router layers")
+        (routing,) = top.run([ROUTING_OUTPUT], {TRUNK_OUTPUT: trunk})
+        return _pool(states), _pool(routing)
+
+    def routing_vector(self, text: str) -> np.ndarray:
+        """The routing vector of ``text`` alone (the second vector of :meth:`embed_routed`)."""
+        return self.embed_routed(text)[1]
+
+    def _run(self, text: str, outputs: list[str]) -> list[np.ndarray]:
         session = self._session
         if session is None:
             raise ClosedError("encoder")
@@ -134,11 +183,16 @@ class Encoder:
             "attention_mask": np.array([encoding.attention_mask], dtype=np.int64),
             "token_type_ids": np.array([encoding.type_ids], dtype=np.int64),
         }
-        (states,) = session.run(["last_hidden_state"], feeds)
-        # No padding, so every token counts: mean pooling is a plain mean over the sequence.
-        pooled: np.ndarray = states[0].mean(axis=0, dtype=np.float32)
-        return pooled / max(float(np.linalg.norm(pooled)), 1e-12)
+        result: list[np.ndarray] = session.run(outputs, feeds)
+        return result
 
     def close(self) -> None:
-        """Release the onnxruntime session; later ``embed`` calls raise ``ClosedError``."""
+        """Release the onnxruntime sessions; later calls raise ``ClosedError``."""
         self._session = None
+        self._top = None
+
+
+def _pool(states: np.ndarray) -> np.ndarray:
+    """Mean over the one text's tokens (no padding, so every token counts), L2-normalised."""
+    pooled: np.ndarray = states[0].mean(axis=0, dtype=np.float32)
+    return pooled / max(float(np.linalg.norm(pooled)), 1e-12)

@@ -140,7 +140,9 @@ class MemoryService:
         self._owns_encoder = owns_encoder
         self.encoder = encoder
         self.llm = llm
-        loop = SelfEnhancingRouter(router.head, config.router, config.model_dir, llm)
+        loop = SelfEnhancingRouter(
+            router.head, config.router, config.model_dir, encoder.routing_vector, llm
+        )
         self.shared = Shared(config, encoder, loop, llm)
         self.retriever = Retriever(
             config.retrieval,

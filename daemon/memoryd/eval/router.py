@@ -8,8 +8,8 @@ keys are ignored except ``group``, the template a synthetic line came from)::
 
 ``memoryd eval router`` (:func:`evaluate_router`) scores a head on every line (per-label,
 micro- and macro-F1 of the router's decisions, as :func:`memoryd.router.head.f1_scores`
-defines them) and times routing the way the daemon does it: one text per ``Encoder.embed``
-call followed by ``Router.route``, and ``Router.route`` alone on a precomputed vector.
+defines them) and times routing the way the daemon does it: one text per ``Encoder.embed_routed``
+call followed by ``Router.route``, and ``Router.route`` alone on a precomputed routing vector.
 """
 
 from __future__ import annotations
@@ -118,9 +118,12 @@ def load_examples(path: Path) -> list[Example]:
 def embed_examples(
     encoder: Encoder, examples: Sequence[Example], desc: str = "embed"
 ) -> np.ndarray:
-    """``(n, 384)`` embeddings, one ``embed`` call per text as the daemon makes them."""
+    """``(n, 384)`` routing vectors, one call per text as the daemon makes them."""
     return np.stack(
-        [encoder.embed(e.text) for e in tqdm(examples, desc=desc, unit="line", file=sys.stderr)]
+        [
+            encoder.routing_vector(e.text)
+            for e in tqdm(examples, desc=desc, unit="line", file=sys.stderr)
+        ]
     )
 
 
@@ -251,22 +254,23 @@ def evaluate_router(
 ) -> RouterReport:
     """F1 of ``router``'s decisions on ``examples`` and its routing latency.
 
-    (a) encoder + head: ``router.route(encoder.embed(text), text)`` timed per text with
-    ``time.perf_counter_ns`` (the embeddings of this pass are the ones scored);
-    (b) head alone: ``router.route(vec, text)`` on the precomputed vectors. Each pass first
+    (a) encoder + head: ``encoder.embed_routed(text)`` (both vectors, as ingest makes them) and
+    ``router.route`` on the routing vector, timed per text with ``time.perf_counter_ns`` (the
+    decisions of this pass are the ones scored);
+    (b) head alone: ``router.route(vec, text)`` on the precomputed routing vectors. Each pass first
     makes ``warmup`` untimed calls (on the first texts, cycling through a short file).
     """
     texts = [e.text for e in examples]
     n = len(texts)
     for i in range(warmup):
-        router.route(encoder.embed(texts[i % n]), texts[i % n])
+        router.route(encoder.routing_vector(texts[i % n]), texts[i % n])
     vectors = np.empty((n, encoder.dim), dtype=np.float32)
     full = np.empty(n, dtype=np.int64)
     decisions = []
     clock = time.perf_counter_ns
     for i, text in enumerate(tqdm(texts, desc="encoder + head", unit="line", file=sys.stderr)):
         start = clock()
-        vec = encoder.embed(text)
+        _, vec = encoder.embed_routed(text)
         decision = router.route(vec, text)
         full[i] = clock() - start
         vectors[i] = vec

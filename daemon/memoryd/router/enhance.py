@@ -1,8 +1,8 @@
 """The self-enhancement loop of HGP §3.1, per user: gate, LLM labelling, training rounds.
 
-    loop = SelfEnhancingRouter(seed_head, config.router, model_dir, llm)
+    loop = SelfEnhancingRouter(seed_head, config.router, model_dir, encoder.routing_vector, llm)
     head = loop.load_head(router_store)                           # once per user, kept by it
-    decision, routing = loop.route(head, vec, text)               # on ingest
+    decision, routing = loop.route(head, routing_vec, text)       # on ingest
     labels = loop.label(text)                                     # background job, may raise
     record, head = loop.train(head, stores, write)                # background job
 
@@ -41,7 +41,7 @@ from memoryd.router.router import RouteDecision, Router, deferral_threshold, lab
 from memoryd.router.trainer import Pool, SeedSet, train_round
 from memoryd.store import Journal, RoundKind, RoundRecord, RouterStore, Routing
 
-__all__ = ["SelfEnhancingRouter", "UserHead", "retry_at", "tau"]
+__all__ = ["SelfEnhancingRouter", "UserHead", "read_pool", "retry_at", "tau"]
 
 T = TypeVar("T")
 
@@ -85,6 +85,8 @@ class SelfEnhancingRouter:
         seed_head: the shipped round-0 head.
         settings: gate, retry and retraining settings (``[router]``).
         model_dir: where ``router_seed.npz`` is (read on the first training round).
+        routing_vector: a text's routing vector (``Encoder.routing_vector``); a round embeds
+            the pool's texts with it, since the journal keeps only the retrieval embedding.
         llm: the labeller; None turns deferral off.
     """
 
@@ -93,11 +95,13 @@ class SelfEnhancingRouter:
         seed_head: RouterHead,
         settings: RouterConfig,
         model_dir: Path,
+        routing_vector: Callable[[str], np.ndarray],
         llm: LLM | None = None,
     ) -> None:
         self.seed_head = seed_head
         self.settings = settings
         self.model_dir = model_dir
+        self.routing_vector = routing_vector
         self.llm = llm
         self._seed: SeedSet | None = None
 
@@ -151,7 +155,7 @@ class SelfEnhancingRouter:
         """One training round now (see the module docstring); journaled, accepted or not.
         Returns the round and the head to route with from now on. The caller runs one round
         of a user at a time."""
-        pool = _pool(store, journal, self.seed().x.shape[1])
+        pool = read_pool(store, journal, self.seed().x.shape[1], self.routing_vector)
         result = train_round(self.seed(), pool, head.head, self.settings.threshold)
         decisions = store.decisions().get(head.completed, (0, 0, 0))
         report = {
@@ -241,16 +245,18 @@ def _origin(record: RoundRecord) -> int:
     return record.round
 
 
-def _pool(store: RouterStore, journal: Journal, dim: int) -> Pool:
-    """The user's pool as arrays, in the order the labels arrived."""
+def read_pool(
+    store: RouterStore, journal: Journal, dim: int, embed: Callable[[str], np.ndarray]
+) -> Pool:
+    """The user's pool as arrays, in the order the labels arrived: each text embedded again
+    with ``embed`` (the routing vector), since the journal keeps only the retrieval embedding."""
     rows = store.pool()
     if not rows:
         return Pool.empty(dim)
     ids = [turn_id for turn_id, _, _ in rows]
-    vectors = journal.turn_embeddings(ids)
     texts = journal.turn_texts(ids)
     return Pool(
-        x=np.stack([vectors[i] for i in ids]).astype(np.float32),
+        x=np.stack([embed(texts[i]) for i in ids]).astype(np.float32),
         y=label_matrix([[Label(v) for v in labels] for _, labels, _ in rows]),
         texts=tuple(texts[i] for i in ids),
         holdout=np.array([holdout for _, _, holdout in rows], dtype=bool),

@@ -1,7 +1,7 @@
 """Routing decisions: from the head's label probabilities to the labels a turn is stored under.
 
     router = Router(RouterHead.load(path), threshold=0.5)
-    decision = router.route(encoder.embed(text), text)
+    decision = router.route(encoder.routing_vector(text), text)
     decision.labels, decision.confidence        # (Label.WORKING,), 0.93
 
 The head reads the embedding with the text's cue features (:mod:`memoryd.router.features`).
@@ -126,7 +126,8 @@ class Router:
         self.threshold = threshold
 
     def route(self, vec: np.ndarray, text: str) -> RouteDecision:
-        """Decide the labels of the turn whose text is ``text`` and embedding ``vec``."""
+        """Decide the labels of the turn whose text is ``text`` and routing vector ``vec``
+        (``Encoder.routing_vector``)."""
         probabilities = self.head.predict_proba(features(vec, text, self.head.input_dim))
         scores = {label: float(p) for label, p in zip(LABELS, probabilities, strict=True)}
         if not text.strip():

@@ -143,8 +143,8 @@ class Workspace:
         return out
 
     def _prepare(self, new: NewTurn, turn_id: str, arrival: datetime) -> TurnEntry:
-        vector = self.shared.encoder.embed(new.text)
-        decision, routing = self.router.route(vector, new.text)
+        vector, routing_vector = self.shared.encoder.embed_routed(new.text)
+        decision, routing = self.router.route(routing_vector, new.text)
         ts = new.ts or arrival
         offset = ts.utcoffset()
         turn = Turn(
