@@ -48,7 +48,14 @@ from memoryd.router.head import f1_scores
 from memoryd.router.router import DEFAULT_THRESHOLD, confidence, decide
 from memoryd.router.trainer import SEED_FILE as SEED_ARRAYS
 from memoryd.router.trainer import SeedSet
-from memoryd.routing_corpus import corpus_sha256, is_held_out, load_lines, share, targets
+from memoryd.routing_corpus import (
+    corpus_sha256,
+    is_held_out,
+    load_lines,
+    share,
+    split_files,
+    targets,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO / "models" / "router_corpus"
@@ -143,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
 
-    train_files = sorted((args.corpus / "train").glob("*.jsonl"))
+    train_files = split_files(args.corpus, "train")
     records = load_lines(train_files)
     texts = [r["text"] for r in records]
     encoder = Encoder(args.models)
@@ -180,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     held = f1_scores(y[holdout], decide(head, x[holdout], _pick(texts, holdout)))
     print("held-out lines: " + ", ".join(f"{k} {v:.3f}" for k, v in held.items()))
     reports = {"held_out": {k: round(v, 4) for k, v in held.items()}}
-    dev_files = sorted((args.corpus / "dev").glob("*.jsonl"))
+    dev_files = split_files(args.corpus, "dev")
     if dev_files:
         reports["dev"] = score(head, encoder, load_lines(dev_files), "dev split")
     if TEMPLATES.is_file():

@@ -51,7 +51,6 @@ import numpy as np
 import onnxruntime
 import torch
 from onnxruntime.quantization import QuantType, quantize_dynamic
-from tokenizers import Tokenizer
 from tqdm import tqdm
 
 from export_models import (
@@ -65,16 +64,15 @@ from export_models import (
 )
 from memoryd.encoder import (
     MANIFEST_FILE,
-    MAX_TOKENS,
     MODEL_FILE,
     ROUTER_TOP_FILE,
     ROUTING_OUTPUT,
-    TOKENIZER_FILE,
     TRUNK_OUTPUT,
+    Encoder,
     sha256_file,
 )
 from memoryd.models import LABELS
-from memoryd.routing_corpus import corpus_sha256, is_held_out, load_lines, targets
+from memoryd.routing_corpus import corpus_sha256, is_held_out, load_lines, split_files, targets
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO / "models" / "router_corpus"
@@ -112,21 +110,10 @@ def _pooled(states: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.normalize(summed, dim=-1)
 
 
-def trunk_states(model: Path, tokenizer: Tokenizer, texts: list[str]) -> list[Any]:
-    """The built int8 encoder's trunk states of each text, one unpadded text per call: exactly
-    what the router's top layers read at run time."""
-    session = onnxruntime.InferenceSession(str(model), providers=["CPUExecutionProvider"])
-    out = []
-    for text in tqdm(texts, desc="trunk", unit="line"):
-        encoding = tokenizer.encode(text)
-        feeds = {
-            "input_ids": np.array([encoding.ids], dtype=np.int64),
-            "attention_mask": np.array([encoding.attention_mask], dtype=np.int64),
-            "token_type_ids": np.array([encoding.type_ids], dtype=np.int64),
-        }
-        (states,) = session.run([TRUNK_OUTPUT], feeds)
-        out.append(torch.from_numpy(states[0]))
-    return out
+def trunk_states(encoder: Encoder, texts: list[str]) -> list[Any]:
+    """The built int8 encoder's trunk states of each text (``Encoder.trunk``, one unpadded text
+    per call): exactly what the router's top layers read at run time."""
+    return [torch.from_numpy(encoder.trunk(text)[0]) for text in tqdm(texts, desc="trunk")]
 
 
 def _batch(states: list[Any], rows: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
@@ -196,11 +183,11 @@ def export_top(top: _Top, staged: Path) -> Path:
     return target
 
 
-def agreement(top: _Top, model: Path, encoder: Path, tokenizer: Tokenizer) -> list[float]:
+def agreement(top: _Top, model: Path, encoder: Encoder) -> list[float]:
     """Cosine of the int8 top's pooled output vs the fp32 top's, on the same int8 trunk."""
     session = onnxruntime.InferenceSession(str(model), providers=["CPUExecutionProvider"])
     cosines = []
-    for states in trunk_states(encoder, tokenizer, list(AGREEMENT_SENTENCES)):
+    for states in trunk_states(encoder, list(AGREEMENT_SENTENCES)):
         with torch.no_grad():
             expected = top(states[None]).mean(dim=1)[0].numpy()
         (got,) = session.run([ROUTING_OUTPUT], {TRUNK_OUTPUT: states[None].numpy()})
@@ -211,10 +198,6 @@ def agreement(top: _Top, model: Path, encoder: Path, tokenizer: Tokenizer) -> li
     return cosines
 
 
-def _corpus_files(corpus: Path) -> list[Path]:
-    return sorted((corpus / "train").glob("*.jsonl"))
-
-
 def is_up_to_date(out: Path, corpus: Path) -> bool:
     manifest = read_manifest(out)
     if manifest is None or "router_layers" not in manifest or not (out / MODEL_FILE).is_file():
@@ -222,7 +205,7 @@ def is_up_to_date(out: Path, corpus: Path) -> bool:
     section = manifest["router_layers"]
     return (
         section.get("recipe_sha256") == sha256_file(Path(__file__))
-        and section.get("corpus_sha256") == corpus_sha256(_corpus_files(corpus))
+        and section.get("corpus_sha256") == corpus_sha256(split_files(corpus, "train"))
         and section.get("encoder_sha256") == sha256_file(out / MODEL_FILE)
         and (out / ROUTER_TOP_FILE).is_file()
         and file_entry(out / ROUTER_TOP_FILE) == section["file"]
@@ -237,26 +220,27 @@ def build(out: Path, corpus: Path) -> int:
     from transformers import AutoModel
 
     model_dir, version = locate_weights(SOURCE_PACKAGE)
-    files = _corpus_files(corpus)
+    files = split_files(corpus, "train")
     records = [r for r in load_lines(files) if not is_held_out(r["id"])]
     print(f"tuning encoder layers {TRUNK_LAYERS + 1}-6 for routing on {len(records)} lines "
           f"(held-out lines and the dev split left out)")  # fmt: skip
-    tokenizer = Tokenizer.from_file(str(out / TOKENIZER_FILE))
-    tokenizer.no_padding()
-    tokenizer.enable_truncation(MAX_TOKENS)
     torch.set_num_threads(os.cpu_count() or 1)
     bert = AutoModel.from_pretrained(model_dir, attn_implementation="eager").eval()
-    states = trunk_states(out / MODEL_FILE, tokenizer, [r["text"] for r in records])
-    top = _Top(copy.deepcopy(bert.encoder.layer[TRUNK_LAYERS:]))
-    losses = train_top(top, states, targets(records))
-    with tempfile.TemporaryDirectory(prefix="memoryd-router-top-") as tmp:
-        staged = export_top(top, Path(tmp))
-        cosines = agreement(top, staged, out / MODEL_FILE, tokenizer)
-        print(f"  int8 vs fp32 routing vectors: cosine min {min(cosines):.4f}")
-        if min(cosines) < MIN_COSINE:
-            print(f"REFUSED: cosine {min(cosines):.4f} < {MIN_COSINE}; {out} unchanged")
-            return 1
-        shutil.move(staged, out / ROUTER_TOP_FILE)
+    encoder = Encoder(out, verify=False)
+    try:
+        states = trunk_states(encoder, [r["text"] for r in records])
+        top = _Top(copy.deepcopy(bert.encoder.layer[TRUNK_LAYERS:]))
+        losses = train_top(top, states, targets(records))
+        with tempfile.TemporaryDirectory(prefix="memoryd-router-top-") as tmp:
+            staged = export_top(top, Path(tmp))
+            cosines = agreement(top, staged, encoder)
+            print(f"  int8 vs fp32 routing vectors: cosine min {min(cosines):.4f}")
+            if min(cosines) < MIN_COSINE:
+                print(f"REFUSED: cosine {min(cosines):.4f} < {MIN_COSINE}; {out} unchanged")
+                return 1
+            shutil.move(staged, out / ROUTER_TOP_FILE)
+    finally:
+        encoder.close()
     manifest["router_layers"] = {
         "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "recipe_sha256": sha256_file(Path(__file__)),

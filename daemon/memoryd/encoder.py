@@ -169,6 +169,12 @@ class Encoder:
         (routing,) = top.run([ROUTING_OUTPUT], {TRUNK_OUTPUT: trunk})
         return _pool(states), _pool(routing)
 
+    def trunk(self, text: str) -> np.ndarray:
+        """The token states after the encoder's first layers, ``(1, tokens, 384)``: what the
+        router's top layers read (``scripts/tune_router_layers.py`` trains them on these)."""
+        (trunk,) = self._run(text, [TRUNK_OUTPUT])
+        return trunk
+
     def routing_vector(self, text: str) -> np.ndarray:
         """The routing vector of ``text`` alone (the second vector of :meth:`embed_routed`)."""
         return self.embed_routed(text)[1]

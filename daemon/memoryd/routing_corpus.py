@@ -1,7 +1,7 @@
 """The routing corpus on disk (``models/router_corpus``): its lines, their labels and the fixed
 held-out split that every build step shares.
 
-    records = load_lines(sorted((CORPUS / "train").glob("*.jsonl")))
+    records = load_lines(split_files(CORPUS, "train"))
     y = targets(records)                                   # (n, 5), columns in LABELS order
     held = np.array([is_held_out(r["id"]) for r in records])
 
@@ -20,11 +20,24 @@ import numpy as np
 
 from memoryd.models import LABELS, Label
 
-__all__ = ["HOLDOUT_SHARE", "corpus_sha256", "is_held_out", "load_lines", "share", "targets"]
+__all__ = [
+    "HOLDOUT_SHARE",
+    "corpus_sha256",
+    "is_held_out",
+    "load_lines",
+    "share",
+    "split_files",
+    "targets",
+]
 
 HOLDOUT_SHARE = 0.2
 """Share of the training lines no build step trains on: the head's calibration and every later
 training round validate on them."""
+
+
+def split_files(corpus: Path, split: str) -> list[Path]:
+    """The JSONL files of one split (``train`` or ``dev``) of the corpus at ``corpus``, sorted."""
+    return sorted((corpus / split).glob("*.jsonl"))
 
 
 def load_lines(paths: list[Path]) -> list[dict[str, Any]]:

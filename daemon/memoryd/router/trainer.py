@@ -17,7 +17,6 @@ so a round can be re-run and give the same head.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from memoryd.router.calibrate import fit_temperature
 from memoryd.router.features import features
 from memoryd.router.head import RouterHead, f1_scores
 from memoryd.router.router import DEFAULT_THRESHOLD, decide
+from memoryd.routing_corpus import share
 
 __all__ = [
     "POOL_HOLDOUT_SHARE",
@@ -46,12 +46,12 @@ POOL_HOLDOUT_SHARE = 0.2
 """Share of pool labels kept out of training to validate the next heads."""
 
 
-def in_pool_holdout(key: str, share: float = POOL_HOLDOUT_SHARE) -> bool:
+def in_pool_holdout(key: str, fraction: float = POOL_HOLDOUT_SHARE) -> bool:
     """Whether the pool example ``key`` (a turn id) belongs to the held-out slice.
 
-    Decided by a hash, so the slice is stable across rounds and restarts."""
-    digest = hashlib.sha256(key.encode()).digest()
-    return int.from_bytes(digest[:4], "big") < share * 2**32
+    Decided by a hash (the corpus split's, :func:`memoryd.routing_corpus.share`), so the slice
+    is stable across rounds and restarts."""
+    return share(key) < fraction
 
 
 @dataclass(frozen=True)
