@@ -2,13 +2,16 @@
 
 At each size (default 1k and 10k ingested turns) it prints p50/p95 of
   (a) one durable single-turn ingest through the service façade,
-  (b) one query through the façade,
+  (b) one query through the façade (tiered, and exhaustive with ``search: all``),
   (c) the bare encoder call,
   (d) a bare fsync'd SQLite insert (WAL, synchronous=FULL, one row with a 1.5 KB blob),
   (e) a bare graph transaction writing the same nodes and edges as one ingest (scratch database),
 and (a), (b) again over HTTP against a real `memoryd serve` process, then the ratios
   ingest p50 / (c + d + e p50s)   target <= 1.5
   query p50 / encoder p50         target <= 4 (at 10k)
+  tiered p50 / exhaustive p50     target <= 1
+and, at the largest size, both query figures again after a reshuffle (before one, every record
+is in tier 1, as after a bulk import),
 plus batch ingest throughput (turns/s at batch 128, over HTTP) and the daemon's RSS (target
 <= 350 MB at 10k turns, no LLM). Turn texts come from LoCoMo (read in place, never copied) when
 the file is present, else from a synthetic generator. Settings come from the environment as for
@@ -18,6 +21,7 @@ the daemon: ``MEMORYD_GRAPH_BUFFER_POOL_SIZE=134217728 make bench`` benchmarks a
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import re
@@ -37,7 +41,7 @@ from memoryd.config import load_config
 from memoryd.ingest import NewTurn
 from memoryd.memory.build import build_memories
 from memoryd.memory.extract import extract
-from memoryd.models import GraphEngine, Label, Role, Turn
+from memoryd.models import GraphEngine, Label, Role, SearchMode, Turn
 from memoryd.retrieve import QueryParams
 from memoryd.service import MemoryService
 from memoryd.store.graph import GraphStore
@@ -170,6 +174,27 @@ def fill_service(service: MemoryService, start: int, stop: int) -> None:
         service.ingest("bench", pending[i : i + 128])
 
 
+def timed_queries(service: MemoryService, n: int, search: SearchMode) -> list[float]:
+    """``n`` façade queries in search mode ``search``, recalls not counted."""
+    return timed(
+        lambda i: service.query(
+            "bench", QueryParams(QUERIES[i % len(QUERIES)], search=search, recall=False)
+        ),
+        n,
+    )
+
+
+def reshuffled_rows(service: MemoryService, n: int) -> Iterator[tuple[str, float, float, str]]:
+    """Query figures once the tiers are reshuffled (before it, every record is in tier 1)."""
+    service.reshuffle("bench")
+    tiered = timed_queries(service, n, SearchMode.TIERED)
+    exhaustive = timed_queries(service, n, SearchMode.ALL)
+    yield ("(b) query after reshuffle, tiered", *pct(tiered), "")
+    yield ("(b) query after reshuffle, all", *pct(exhaustive), "")
+    ratio = pct(tiered)[0] / pct(exhaustive)[0]
+    yield ("ratio tiered/exhaustive, reshuffled", ratio, float("nan"), "target <= 1")
+
+
 @dataclass
 class Rig:
     """What one benchmark run measures: the in-process façade and a real server process."""
@@ -186,6 +211,7 @@ def rows_for_size(
     single = turns(n, offset=10_000_000 + size)
     ingest = timed(lambda i: service.ingest("bench", [single[i]]), n)
     query = timed(lambda i: service.query("bench", QueryParams(QUERIES[i % len(QUERIES)])), n)
+    exhaustive = timed_queries(service, n, SearchMode.ALL)
     encoder = timed(lambda i: service.encoder.embed(single[i].text), n)
     sqlite_ms = bare_sqlite(scratch, n)
     graph_ms = bare_graph(scratch, service, turns(n, offset=20_000_000 + size))
@@ -206,6 +232,7 @@ def rows_for_size(
     for name, values in [
         ("(a) ingest, façade", ingest),
         ("(b) query, façade", query),
+        ("(b) query, façade, search: all", exhaustive),
         ("(c) encoder", encoder),
         ("(d) sqlite fsync insert", sqlite_ms),
         ("(e) graph txn", graph_ms),
@@ -217,6 +244,8 @@ def rows_for_size(
     query_ratio = pct(query)[0] / pct(encoder)[0]
     yield ("ratio ingest/(c+d+e)", ingest_ratio, float("nan"), "target <= 1.5")
     yield ("ratio query/encoder", query_ratio, float("nan"), "target <= 4 at 10k")
+    tiered_ratio = pct(query)[0] / pct(exhaustive)[0]
+    yield ("ratio tiered/exhaustive query", tiered_ratio, float("nan"), "target <= 1")
     yield ("batch-128 ingest turns/s (HTTP)", throughput, float("nan"), "")
     yield ("daemon RSS MB", rig.server.rss_mb(), float("nan"), "target <= 350 at 10k")
 
@@ -244,13 +273,14 @@ def main() -> None:
                 scratch = root / f"scratch-{size}"
                 scratch.mkdir()
                 print(f"\n## {size} turns ingested ({args.samples} samples per figure, ms)")
-                print(f"{'figure':34} {'p50':>9} {'p95':>9}  note")
+                print(f"{'figure':36} {'p50':>9} {'p95':>9}  note")
                 rig = Rig(service, server, client)
-                for name, p50, p95, note in rows_for_size(
-                    rig, size, scratch, args.samples, throughput
-                ):
+                rows = rows_for_size(rig, size, scratch, args.samples, throughput)
+                if size == sizes[-1]:  # a reshuffle changes what the next size would measure
+                    rows = itertools.chain(rows, reshuffled_rows(service, args.samples))
+                for name, p50, p95, note in rows:
                     p95s = "" if p95 != p95 else f"{p95:9.3f}"
-                    print(f"{name:34} {p50:9.3f} {p95s:>9}  {note}")
+                    print(f"{name:36} {p50:9.3f} {p95s:>9}  {note}")
         finally:
             client.close()
             server.stop()

@@ -19,7 +19,7 @@ from memoryd.config import TierConfig
 from memoryd.ingest import NewTurn
 from memoryd.models import Entity, EntityType, Fact, MemoryType, Role, SearchMode, Tier
 from memoryd.persona import build_persona, drift, fact_sentence
-from memoryd.retrieve import QueryParams
+from memoryd.retrieve import QueryParams, fusion
 from memoryd.retrieve.sufficiency import Evidence, ScoreSufficiency, Stage, idf, word_share
 from memoryd.service import MemoryService
 from memoryd.store.headers import HeaderStore, PersonaSlot, RunKind
@@ -212,6 +212,38 @@ def test_tiered_search_traces_its_stages(small: MemoryService) -> None:
     assert all(s["skipped"].startswith("word share 0.000 < 0.8") for s in stages[:2])
     assert tiered.search["stopped_at"] == 3 and tiered.candidates == 24
     assert "bicycle" in tiered.items[0].memory.text
+
+
+def test_before_any_reshuffle_tier_one_is_everything_and_searched_once(small) -> None:
+    now = fill(small)  # every record is new, so in tier 1
+    tiered = small.query("ann", QueryParams("bicycle chain", k=3, now=now, recall=False))
+    assert tiered.search["stages"] == [
+        {"tier": 1, "pool": 24, "hits": 3, "stop": "the pool holds every record"}
+    ]
+    everything = small.query(
+        "ann", QueryParams("bicycle chain", k=3, now=now, recall=False, search=SearchMode.ALL)
+    )
+    assert [i.num for i in tiered.items] == [i.num for i in everything.items]
+
+
+def test_a_large_pool_is_searched_through_the_filtered_index(
+    tmp_path, service_factory, monkeypatch
+) -> None:
+    sizes = {"tiers.recent_sessions": 2, "tiers.cache_size": 2, "tiers.buffer_size": 2}
+    svc = service_factory(make_config(tmp_path / "d", **sizes))
+    now = fill(svc, sessions=8)
+    svc.reshuffle("ann", now=now)
+    # the bicycle session (the second of eight) is archived: tier 1 holds none of it
+    params = QueryParams("bicycle chain", k=2, now=now, recall=False, search=SearchMode.TIER1)
+    exact = svc.query("ann", params)
+    monkeypatch.setattr(fusion, "EXACT_POOL", 0)  # every pool of a fair share: filtered HNSW
+    monkeypatch.setattr(fusion, "EXACT_SHARE", 0.0)
+    filtered = svc.query("ann", params)
+    everything = svc.query("ann", QueryParams("bicycle", now=now, search=SearchMode.ALL))
+    assert filtered.candidates == exact.candidates < everything.candidates
+    assert [i.num for i in filtered.items] == [i.num for i in exact.items]
+    assert filtered.items and not any("bicycle" in i.memory.text for i in filtered.items)
+    assert "bicycle" in everything.items[0].memory.text
 
 
 def test_a_sufficient_tier_one_stops_the_search(tmp_path, service_factory) -> None:

@@ -26,6 +26,25 @@ def test_search_finds_the_exact_vector(tmp_path: Path) -> None:
     assert store.search(vecs[17], [MemoryType.SEMANTIC], 3) == []
 
 
+def test_search_within_a_pool_keeps_to_it(tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    vecs = unit(rng, 300)
+    store = VectorStore(tmp_path, DIM)
+    store.add(1, MemoryType.EPISODIC, list(range(300)), vecs)
+    store.remove(2, MemoryType.EPISODIC, 7)
+    pool = set(range(0, 300, 10))  # 30 labels, 0 and 290 among them; 7 is not, and deleted
+    pool.add(7)
+    query = vecs[150]
+    hits = store.search(query, [MemoryType.EPISODIC], 10, within=pool)
+    members = sorted(pool - {7})
+    exact = sorted(members, key=lambda n: -float(vecs[n] @ query))[:10]
+    assert [h[0] for h in hits] == exact and hits[0][0] == 150
+    # asked for more than the pool holds: every live member, once
+    everything = store.search(query, [MemoryType.EPISODIC], 100, within=pool)
+    assert sorted(h[0] for h in everything) == members
+    assert store.search(query, [MemoryType.EPISODIC], 5, within={7, 1000}) == []
+
+
 def test_types_are_separate_and_merged_by_score(tmp_path: Path) -> None:
     rng = np.random.default_rng(1)
     vecs = unit(rng, 4)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import Executor
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 
 import numpy as np
 
@@ -29,6 +30,7 @@ MAX_OPEN_TASKS = 5
 MAX_RECENT_STATES = 5
 MAX_RULES = 3
 MAX_FACTS = 10
+CONDITION_CACHE = 8192  # rule conditions whose words are kept between queries
 
 
 def expand(
@@ -145,7 +147,7 @@ def matching_rules(stores: Stores, query: str) -> list[Expansion]:
     for rule_id, conditions in stores.graph.rules_with_conditions():
         best: tuple[float, str, set[str]] | None = None
         for condition in conditions:
-            tokens = set(content_tokens(condition))
+            tokens = _condition_tokens(condition)
             overlap = wanted & tokens
             if overlap and (best is None or len(overlap) / len(tokens) > best[0]):
                 best = (len(overlap) / len(tokens), condition, overlap)
@@ -179,6 +181,13 @@ def matching_rules(stores: Stores, query: str) -> list[Expansion]:
     return out
 
 
+@lru_cache(maxsize=CONDITION_CACHE)
+def _condition_tokens(condition: str) -> frozenset[str]:
+    """A rule condition's content words: every query reads every condition, and they rarely
+    change."""
+    return frozenset(content_tokens(condition))
+
+
 def _plain_words(text: str) -> list[str]:
     """Lower-case words with outer punctuation removed ("don't" stays one word)."""
     words = (w.strip('.,;:!?"()[]{}-') for w in text.lower().replace("\u2019", "'").split())
@@ -209,15 +218,15 @@ def _working_states(
     """The open tasks, and the tasks finished within ``recent`` of ``now``: the states that bear
     on what the user asks whether or not the query names them. Each group is capped, the most
     query-like first."""
-    open_tasks = list(stores.journal.memories_by_id(stores.graph.open_tasks()).values())
+    nearest = _most_similar_ids(stores, vector, stores.graph.open_tasks(), MAX_OPEN_TASKS)
+    open_tasks = stores.journal.memories_by_id(nearest)
     finished = [
         s
         for s in stores.journal.tasks([TaskStatus.DONE, TaskStatus.CANCELLED])
         if isinstance(s.memory, Task) and now - recent <= s.memory.states[-1].ts <= now
     ]
     out = []
-    for s in _most_similar(stores, vector, open_tasks, MAX_OPEN_TASKS):
-        task = s.memory
+    for task in (open_tasks[i].memory for i in nearest if i in open_tasks):
         overdue = isinstance(task, Task) and task.due is not None and task.due < now
         out.append(Expansion(task.id, "open task (overdue)" if overdue else "open task"))
     for s in _most_similar(stores, vector, finished, MAX_RECENT_STATES):
@@ -237,6 +246,21 @@ def _most_similar(
         stored,
         key=lambda s: -float(np.dot(vectors[s.num], vector)) if s.num in vectors else 0.0,
     )[:limit]
+
+
+def _most_similar_ids(
+    stores: Stores, vector: np.ndarray, memory_ids: list[str], limit: int
+) -> list[str]:
+    """:func:`_most_similar` on ids, ranked before any payload is read (there may be
+    hundreds of open tasks and a reply shows five)."""
+    nums = stores.journal.nums(memory_ids)
+    vectors = stores.journal.memory_embeddings(list(nums.values()))
+
+    def closeness(memory_id: str) -> float:
+        found = vectors.get(nums.get(memory_id, -1))
+        return 0.0 if found is None else -float(np.dot(found, vector))
+
+    return sorted(memory_ids, key=closeness)[:limit]
 
 
 # -- rendering -------------------------------------------------------------------------------

@@ -22,6 +22,11 @@ from memoryd.retrieve.result import Stores
 
 __all__ = ["fuse", "passes"]
 
+# A tier's pool of at most EXACT_POOL vectors, or under EXACT_SHARE of the indexed ones, is
+# searched exactly; a larger one through the HNSW index with a filter.
+EXACT_POOL = 1024
+EXACT_SHARE = 0.05
+
 
 def fuse(
     stores: Stores,
@@ -43,8 +48,12 @@ def fuse(
         dense = cosines
         lexical = dict(stores.text.search(params.query, params.types, n))
     else:
-        cosines = _exact_cosines(stores, vector, pool)
-        dense = dict(sorted(cosines.items(), key=lambda kv: -kv[1])[:n])
+        if _searched_exactly(len(pool), stores.vectors.size(params.types)):
+            cosines = _exact_cosines(stores, vector, pool)
+            dense = dict(sorted(cosines.items(), key=lambda kv: -kv[1])[:n])
+        else:
+            hits = stores.vectors.search(vector, params.types, n, pool)
+            cosines = dense = {num: cos for num, cos, _ in hits}
         within = None if deepest is None else int(deepest)
         lexical = dict(stores.text.search(params.query, params.types, n, within))
     lifted = focus.lifts.keys() if pool is None else focus.lifts.keys() & pool
@@ -71,6 +80,15 @@ def fuse(
     if config.session_weight > 0:
         _boost_sessions(fused, why, meta, config)
     return fused, why, cosines
+
+
+def _searched_exactly(pool: int, indexed: int) -> bool:
+    """Whether a pool of ``pool`` vectors out of ``indexed`` is searched exactly (its vectors
+    read from the journal, ~7 µs each) rather than through the HNSW index filtered to it.
+    A filtered walk must pass the pool's outsiders to find its members, so it costs more as
+    the pool's share falls (docs/decisions.md,
+    "HNSW for the archive and exact search for tier pools")."""
+    return pool <= EXACT_POOL or pool < EXACT_SHARE * indexed
 
 
 def _exact_cosines(stores: Stores, vector: np.ndarray, pool: set[int]) -> dict[int, float]:

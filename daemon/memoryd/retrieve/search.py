@@ -1,7 +1,9 @@
 """The tiered search: tier 1, then tiers 1-2, then everything, stopping at the first stage a
 sufficiency judge (:mod:`memoryd.retrieve.sufficiency`) calls enough. A tier's pool is searched
-exactly (every vector of the pool, BM25 restricted to it); everything is searched through the
-HNSW index and BM25 over all."""
+exactly when it is small (every vector of the pool, BM25 restricted to it) and through the HNSW
+index filtered to it when it is large; everything is searched through the HNSW index and BM25
+over all. A stage whose pool holds every record (nothing reshuffled since a bulk import) is
+searched as everything and ends the search."""
 
 from __future__ import annotations
 
@@ -49,9 +51,13 @@ def search_tiers(
     searched = 0
     counts: dict[str, tuple[int, int, int]] | None = None
     for depth, deepest in enumerate(stages, start=1):
-        last = depth == len(stages)
-        pool = None if deepest is None else set(stores.headers.pool(deepest, params.types))
-        size = store_size if pool is None else len(pool)
+        if deepest is None or not stores.headers.any_beyond(deepest):
+            size = store_size
+        else:
+            size = stores.headers.pool_size(deepest, params.types)
+        # A pool of every record (nothing reshuffled since a bulk import) is the last stage.
+        whole = size >= store_size
+        last = depth == len(stages) or whole
         step: dict[str, Any] = {"tier": int(deepest or Tier.ARCHIVE), "pool": size}
         trace.append(step)
         if searched and size == searched:
@@ -69,16 +75,16 @@ def search_tiers(
                 step.update(skipped=screened.why, value=screened.value)
                 continue
         searched = size
-        fused, why, cosines = fuse(stores, vector, params, config, pool, deepest)
+        if whole:
+            fused, why, cosines = fuse(stores, vector, params, config)
+        else:
+            assert deepest is not None
+            pool = set(stores.headers.pool(deepest, params.types))
+            fused, why, cosines = fuse(stores, vector, params, config, pool, deepest)
         items = _hits(stores, fused, why, params)
         step["hits"] = len(items)
         if last:
-            filtered = stages is not STAGES[mode]
-            step["stop"] = (
-                "a filtered query searches every tier"
-                if filtered
-                else f"last stage (search: {mode.value})"
-            )
+            step["stop"] = _last_stop(mode, stages, depth)
             break
         verdict = judge(_stage(params, items, cosines, words, store_size, size))
         step.update(sufficient=verdict.sufficient, why=verdict.why, value=verdict.value)
@@ -88,6 +94,15 @@ def search_tiers(
     stopped_at = [s["tier"] for s in trace if "hits" in s][-1]
     search = {"mode": mode.value, "stages": trace, "stopped_at": stopped_at}
     return QueryResult(items=items, candidates=searched, search=search)
+
+
+def _last_stop(mode: SearchMode, stages: tuple[Tier | None, ...], depth: int) -> str:
+    """Why the search ended at stage ``depth`` without a judge."""
+    if stages is not STAGES[mode]:
+        return "a filtered query searches every tier"
+    if depth < len(stages):
+        return "the pool holds every record"
+    return f"last stage (search: {mode.value})"
 
 
 def _words(counts: dict[str, tuple[int, int, int]], deepest: Tier) -> dict[str, tuple[int, int]]:

@@ -224,14 +224,29 @@ class HeaderStore:
 
     def pool(self, deepest: Tier, types: Sequence[MemoryType]) -> list[int]:
         """The nums of live memories of ``types`` in tier 1 through ``deepest``."""
+        return [int(r[0]) for r in self._pool("h.num", deepest, types)]
+
+    def pool_size(self, deepest: Tier, types: Sequence[MemoryType]) -> int:
+        """How many nums :meth:`pool` would return."""
+        return int(self._pool("COUNT(*)", deepest, types)[0][0]) if types else 0
+
+    def _pool(self, what: str, deepest: Tier, types: Sequence[MemoryType]) -> list[Any]:
+        # Driven from the tier index: a pool is usually a few hundred records of a large store
+        # (left to itself SQLite walks every memory of the types and looks its header up).
         if not types:
             return []
         marks = placeholders(len(types))
-        rows = self.db.read(
-            "SELECT h.num" + _ROW_FROM + f" WHERE h.tier <= ? AND m.type IN ({marks})",
+        return self.db.read(
+            f"SELECT {what} FROM headers h INDEXED BY headers_by_tier CROSS JOIN memories m"
+            f" ON m.num = h.num AND m.deleted = 0 WHERE h.tier <= ? AND m.type IN ({marks})",
             [int(deepest), *[t.value for t in types]],
         )
-        return [int(r[0]) for r in rows]
+
+    def any_beyond(self, deepest: Tier) -> bool:
+        """Whether any header is in a tier past ``deepest`` (none: tiers 1 to ``deepest`` hold
+        every record, as they do after a bulk import until the next reshuffle)."""
+        rows = self.db.read("SELECT EXISTS(SELECT 1 FROM headers WHERE tier > ?)", (int(deepest),))
+        return bool(rows[0][0])
 
     def sizes(self) -> dict[Tier, int]:
         rows = self.db.read("SELECT h.tier, COUNT(*)" + _ROW_FROM + " GROUP BY h.tier", ())

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from memoryd.models import MemoryType
+from memoryd.models import MemoryType, Tier
 from memoryd.store.sqlite import Database, placeholders
 from memoryd.text import content_tokens
 
@@ -69,19 +69,33 @@ class TextSearch:
         self, terms: Sequence[str], types: Sequence[MemoryType]
     ) -> dict[str, tuple[int, int, int]]:
         """For each term: how many live memories of ``types`` hold it (the index's posting list,
-        stemmed like the index), and how many of those are in tier 1 and in tiers 1-2."""
+        stemmed like the index), and how many of those are in tier 1 and in tiers 1-2.
+
+        The postings are read bare and counted against the (small) tier 1-2 pool in Python:
+        joining every posting to its memory and header costs ~1.3 µs each, and a common word
+        has thousands."""
         if not types:
             return {}
-        marks = placeholders(len(types))
-        kinds = [t.value for t in types]
-        base = (
-            "SELECT COUNT(*), SUM(h.tier <= 1), SUM(h.tier <= 2) FROM memory_fts f"
-            " CROSS JOIN memories m ON m.num = f.rowid"
-            " CROSS JOIN headers h ON h.num = f.rowid"
-            f" WHERE memory_fts MATCH ? AND m.type IN ({marks}) AND m.deleted = 0"
+        rows = self.db.read(
+            "SELECT num, tier FROM headers INDEXED BY headers_by_tier WHERE tier <= ?",
+            (int(Tier.BUFFER),),
         )
+        pool: dict[int, int] = {int(r[0]): int(r[1]) for r in rows}
         out: dict[str, tuple[int, int, int]] = {}
         for term in terms:
-            row = self.db.read(base, [f'"{term}"', *kinds])[0]
-            out[term] = (int(row[0]), int(row[1] or 0), int(row[2] or 0))
+            nums = self._postings(f'"{term}"', types)
+            tiers = [pool[n] for n in nums if n in pool]
+            out[term] = (len(nums), tiers.count(int(Tier.CACHE)), len(tiers))
         return out
+
+    def _postings(self, expression: str, types: Sequence[MemoryType]) -> list[int]:
+        """The nums of live memories of ``types`` matching ``expression``."""
+        if set(types) == set(MemoryType):  # the index holds live memories only
+            sql, params = "SELECT rowid FROM memory_fts WHERE memory_fts MATCH ?", [expression]
+        else:
+            sql = (
+                "SELECT f.rowid FROM memory_fts f CROSS JOIN memories m ON m.num = f.rowid"
+                f" WHERE memory_fts MATCH ? AND m.type IN ({placeholders(len(types))})"
+            )
+            params = [expression, *[t.value for t in types]]
+        return [int(r[0]) for r in self.db.read(sql, params)]

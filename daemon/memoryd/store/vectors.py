@@ -11,7 +11,7 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence, Set
 from pathlib import Path
 
 import hnswlib
@@ -71,15 +71,34 @@ class TypeIndex:
             self._live.discard(label)
             return True
 
-    def search(self, vector: np.ndarray, k: int) -> list[tuple[int, float]]:
-        """Top ``k`` (label, cosine) pairs, best first; [] when empty."""
+    def search(
+        self, vector: np.ndarray, k: int, within: Set[int] | None = None
+    ) -> list[tuple[int, float]]:
+        """Top ``k`` (label, cosine) pairs, best first, among the labels ``within`` if given
+        (hnswlib's filtered search: it walks the graph until it has ``k`` allowed labels, so a
+        pool that is a small share of the index is better searched exactly); [] when empty."""
         with self._lock:
-            k = min(k, len(self._live))
+            k = min(k, len(self._live if within is None else self._live & within))
             if k == 0:
                 return []
             self._index.set_ef(max(self.ef_search, k))
-            labels, distances = self._index.knn_query(np.asarray(vector, dtype=np.float32), k=k)
-        return [(int(lab), 1.0 - float(d)) for lab, d in zip(labels[0], distances[0], strict=True)]
+            allowed = None if within is None else within.__contains__
+            return self._knn(np.asarray(vector, dtype=np.float32), k, allowed)
+
+    def _knn(
+        self, query: np.ndarray, k: int, allowed: Callable[[int], bool] | None
+    ) -> list[tuple[int, float]]:
+        """hnswlib's search under the lock, asking for fewer labels when the graph cannot reach
+        ``k`` allowed ones (deletions can cut it apart)."""
+        while k > 0:
+            try:
+                labels, distances = self._index.knn_query(query, k=k, filter=allowed)
+            except RuntimeError:
+                k //= 2
+                continue
+            pairs = zip(labels[0], distances[0], strict=True)
+            return [(int(label), 1.0 - float(distance)) for label, distance in pairs]
+        return []
 
     def save(self, path: Path) -> None:
         tmp = path.with_suffix(".tmp")
@@ -179,20 +198,29 @@ class VectorStore:
         self.applied_seq = max(self.applied_seq, seq)
 
     def search(
-        self, vector: np.ndarray, types: Sequence[MemoryType], k: int
+        self,
+        vector: np.ndarray,
+        types: Sequence[MemoryType],
+        k: int,
+        within: Set[int] | None = None,
     ) -> list[tuple[int, float, MemoryType]]:
-        """Top ``k`` over the given types: (label, cosine, type), best first."""
+        """Top ``k`` over the given types (and labels ``within``, if given): (label, cosine,
+        type), best first."""
         self._check()
         hits = [
             (label, score, mtype)
             for mtype in types
-            for label, score in self._indexes[mtype].search(vector, k)
+            for label, score in self._indexes[mtype].search(vector, k, within)
         ]
         hits.sort(key=lambda h: h[1], reverse=True)
         return hits[:k]
 
     def counts(self) -> dict[str, int]:
         return {f"vectors_{t.value}": len(i) for t, i in self._indexes.items()}
+
+    def size(self, types: Sequence[MemoryType]) -> int:
+        """How many live vectors the indexes of ``types`` hold."""
+        return sum(len(self._indexes[t]) for t in types)
 
     def save(self) -> None:
         """Persist all indexes, then state.json (atomic renames)."""
