@@ -139,7 +139,10 @@ def test_people_query_returns_episodes_mentioning_them(story: MemoryService) -> 
 def test_entities_match_any_type_by_canonical_name(story: MemoryService) -> None:
     places = story.query("alice", QueryParams("where", entities=("PARIS",)))
     assert [i.memory.text for i in places.items if i.hit] == [DINNER]
-    assert story.query("alice", QueryParams("where", people=("Paris",))).items == []
+    # Paris is a place: no memory passes a people filter on it (an open task, if the router
+    # made one of the planning turn, is an expansion, shown whatever the filter)
+    as_person = story.query("alice", QueryParams("where", people=("Paris",)))
+    assert [i for i in as_person.items if i.hit] == []
 
 
 # -- times in words --------------------------------------------------------------------------
