@@ -218,7 +218,8 @@ def _working_states(
     """The open tasks, and the tasks finished within ``recent`` of ``now``: the states that bear
     on what the user asks whether or not the query names them. Each group is capped, the most
     query-like first."""
-    nearest = _most_similar_ids(stores, vector, stores.graph.open_tasks(), MAX_OPEN_TASKS)
+    open_ids = stores.journal.nums(stores.graph.open_tasks())
+    nearest = _nearest(stores, vector, open_ids, MAX_OPEN_TASKS)
     open_tasks = stores.journal.memories_by_id(nearest)
     finished = [
         s
@@ -241,26 +242,22 @@ def _working_states(
 def _most_similar(
     stores: Stores, vector: np.ndarray, stored: list[StoredMemory], limit: int
 ) -> list[StoredMemory]:
-    vectors = stores.journal.memory_embeddings([s.num for s in stored])
-    return sorted(
-        stored,
-        key=lambda s: -float(np.dot(vectors[s.num], vector)) if s.num in vectors else 0.0,
-    )[:limit]
+    by_id = {s.memory.id: s for s in stored}
+    nearest = _nearest(stores, vector, {s.memory.id: s.num for s in stored}, limit)
+    return [by_id[memory_id] for memory_id in nearest]
 
 
-def _most_similar_ids(
-    stores: Stores, vector: np.ndarray, memory_ids: list[str], limit: int
-) -> list[str]:
-    """:func:`_most_similar` on ids, ranked before any payload is read (there may be
-    hundreds of open tasks and a reply shows five)."""
-    nums = stores.journal.nums(memory_ids)
+def _nearest(stores: Stores, vector: np.ndarray, nums: dict[str, int], limit: int) -> list[str]:
+    """The ``limit`` memory ids of ``nums`` (id → num) closest to ``vector``, ranked on their
+    stored vectors alone: no payload is read (there may be hundreds of open tasks and a reply
+    shows five). A memory without a vector ranks as cosine 0."""
     vectors = stores.journal.memory_embeddings(list(nums.values()))
 
     def closeness(memory_id: str) -> float:
-        found = vectors.get(nums.get(memory_id, -1))
+        found = vectors.get(nums[memory_id])
         return 0.0 if found is None else -float(np.dot(found, vector))
 
-    return sorted(memory_ids, key=closeness)[:limit]
+    return sorted(nums, key=closeness)[:limit]
 
 
 # -- rendering -------------------------------------------------------------------------------
