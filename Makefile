@@ -39,11 +39,15 @@ $(WHEELS)/.built:
 
 # llama-cpp-python (the `llm` extra) publishes no wheels and compiles llama.cpp (~12 CPU-minutes,
 # 6+ min on 2 cores; pip fetches scikit-build-core into an isolated build env): built once too.
-# llama.cpp's CMake default GGML_NATIVE=ON tunes the wheel for this CPU: fine for a local cache;
-# a wheel meant for other machines needs CMAKE_ARGS="-DGGML_NATIVE=OFF".
+# Not with llama.cpp's default GGML_NATIVE=ON: on a CPU that reports AMX (Sapphire Rapids) it
+# compiles the AMX matmul, which segfaults in this kind of VM at the first decode. The wheel
+# targets AVX2 instead, like most x86-64 machines of the last ten years; --no-cache-dir keeps
+# pip's wheel cache from handing back a build made with other flags.
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
 $(WHEELS)/.llama-built: | $(WHEELS)/.built
 	@echo "building $(LLAMA_CPP_PYTHON): compiles llama.cpp, takes minutes"
-	$(WHEELS)/.venv/bin/pip wheel -q --no-deps -w $(WHEELS) $(LLAMA_CPP_PYTHON)
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(WHEELS)/.venv/bin/pip wheel -q --no-cache-dir --no-deps \
+		-w $(WHEELS) $(LLAMA_CPP_PYTHON)
 	touch $@
 
 $(VENV)/.installed: pyproject.toml $(WHEELS)/.built

@@ -5,7 +5,7 @@ judge, the importance job, and what happens when the LLM fails."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -70,8 +70,13 @@ def test_a_failing_llm_judge_searches_on(tmp_path: Path) -> None:
 
 @pytest.fixture
 def llm_service(tmp_path, encoder, router, gemma) -> Iterator[MemoryService]:
-    config = make_config(tmp_path / "data", **{"tiers.sufficiency": "llm"})
-    svc = MemoryService(config, encoder, router, llm=gemma)
+    sizes = {
+        "tiers.sufficiency": "llm",
+        "tiers.recent_sessions": 1,
+        "tiers.cache_size": 1,
+        "tiers.buffer_size": 2,
+    }
+    svc = MemoryService(make_config(tmp_path / "data", **sizes), encoder, router, llm=gemma)
     yield svc
     svc.close()
 
@@ -101,14 +106,33 @@ def test_importance_job_stores_the_llm_scores(llm_service: MemoryService, gemma)
     assert llm_service.score_importance("ann") == 0  # nothing left to score
 
 
-def test_the_llm_judges_the_tiered_search(llm_service: MemoryService, gemma) -> None:
-    llm_service.ingest(
-        "bo", [NewTurn("s1", Role.USER, t, ts=T0, turn_id=f"t{i}") for i, t in enumerate(TEXTS)]
+def test_the_llm_judges_the_tiered_search(llm_service: MemoryService) -> None:
+    svc = llm_service
+    older = [
+        "We repainted the garden shed green.",
+        "The train to Leeds was late again.",
+        "My sister visited us in Porto last spring.",
+        "I finished reading a long novel about whales.",
+        "The neighbours got a new puppy called Biscuit.",
+        "We booked a cabin by the lake for August.",
+    ]
+    svc.ingest(
+        "bo",
+        [NewTurn(f"s0{i % 2}", Role.USER, t, ts=T0, turn_id=f"o{i}") for i, t in enumerate(older)],
     )
-    result = llm_service.query("bo", QueryParams("what am I allergic to?", k=2, recall=False))
+    later = T0 + timedelta(days=30)
+    svc.ingest(
+        "bo",
+        [NewTurn("s1", Role.USER, t, ts=later, turn_id=f"t{i}") for i, t in enumerate(TEXTS)],
+    )
+    # tier 1 holds the recent session and one record, tier 2 two more: stages for the judge
+    svc.reshuffle("bo", now=later + timedelta(days=1))
+    query = QueryParams("what am I allergic to?", k=2, recall=False)
+    result = svc.query("bo", query)
     judged = [s for s in result.search["stages"] if "sufficient" in s]
     assert judged and all(s["why"].startswith("LLM says ") for s in judged)
-    assert result.search["stopped_at"] == judged[-1]["tier"] if judged[-1]["sufficient"] else 3
+    expected = judged[-1]["tier"] if judged[-1]["sufficient"] else 3
+    assert result.search["stopped_at"] == expected
 
 
 def test_llm_sufficiency_needs_an_llm(tmp_path, encoder, router) -> None:
