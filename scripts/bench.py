@@ -13,7 +13,11 @@ and (a), (b) again over HTTP against a real `memoryd serve` process, then the ra
 and, at the largest size, both query figures again after a reshuffle (before one, every record
 is in tier 1, as after a bulk import),
 plus batch ingest throughput (turns/s at batch 128, over HTTP) and the daemon's RSS (target
-<= 350 MB at 10k turns, no LLM). Turn texts come from LoCoMo (read in place, never copied) when
+<= 350 MB at 10k turns, no LLM). Before the sizes, batch ingest throughput through the façade
+(batch 128, into a fresh user) against the bare encoder's on the same texts with as many threads
+as the daemon's encoder workers (``encoder.workers``), for short chat turns and for long ones
+(assistant replies of ``make_lme_synth.py --reply-sentences``, over 200 tokens each): target
+ingest >= 0.8 x the bare encoder. Turn texts come from LoCoMo (read in place, never copied) when
 the file is present, else from a synthetic generator. Settings come from the environment as for
 the daemon: ``MEMORYD_GRAPH_BUFFER_POOL_SIZE=134217728 make bench`` benchmarks a 128 MiB pool.
 """
@@ -30,6 +34,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -48,6 +53,7 @@ from memoryd.store.graph import GraphStore
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
+from make_lme_synth import generate  # noqa: E402  (this directory's LongMemEval-format maker)
 from support.server import ServerProcess  # noqa: E402  (the e2e tests' real-server helper)
 
 LOCOMO = REPO.parent / "shared" / "data" / "locomo" / "locomo10.json"
@@ -87,6 +93,69 @@ def turns(n: int, offset: int = 0) -> list[NewTurn]:
         )
         for i, text in enumerate(texts(offset + n)[offset:])
     ]
+
+
+LONG_SENTENCES = 14  # sentences per long assistant reply: about 230 tokens
+
+
+def long_texts(n: int) -> list[str]:
+    """``n`` assistant replies of a LongMemEval-format haystack, each over 200 tokens."""
+    data = generate(1, sessions=n // 5 + 1, turns=10, reply_sentences=LONG_SENTENCES)
+    replies = [
+        t["content"] for s in data[0]["haystack_sessions"] for t in s if t["role"] == "assistant"
+    ]
+    return replies[:n]
+
+
+def as_turns(sample: list[str], prefix: str) -> list[NewTurn]:
+    start = datetime(2024, 1, 1, tzinfo=UTC)
+    return [
+        NewTurn(
+            f"{prefix}-s{i // 20}", Role.USER, text, start + timedelta(minutes=i), f"{prefix}{i}"
+        )
+        for i, text in enumerate(sample)
+    ]
+
+
+def bare_throughput(embed: Callable[[str], object], sample: list[str], threads: int) -> float:
+    """Texts/s of ``embed`` over ``sample`` on ``threads`` threads, one text per call."""
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(embed, sample[: threads * 4]))  # warm each thread's first call
+        t = time.perf_counter()
+        list(pool.map(embed, sample))
+        return len(sample) / (time.perf_counter() - t)
+
+
+def ingest_throughput(service: MemoryService, user: str, sample: list[str]) -> float:
+    """Turns/s of batch-128 façade ingest of ``sample`` into the fresh user ``user``."""
+    pending = as_turns(sample, user)
+    t = time.perf_counter()
+    for i in range(0, len(pending), 128):
+        service.ingest(user, pending[i : i + 128])
+    return len(pending) / (time.perf_counter() - t)
+
+
+def throughput_rows(service: MemoryService) -> Iterator[tuple[str, float, float, str]]:
+    """Batch ingest against the bare encoder on the same texts and threads, short and long."""
+    threads = service.config.encoder.pool_size
+    for kind, sample in (("short", texts(2000)), ("long", long_texts(400))):
+        tokens = sorted(service.encoder.token_count(t) for t in sample)[len(sample) // 2]
+        encoder = bare_throughput(service.encoder.embed, sample, threads)
+        routed = bare_throughput(service.encoder.embed_routed, sample, threads)
+        ingest = ingest_throughput(service, f"throughput-{kind}", sample)
+        note = f"{len(sample)} turns, p50 {tokens} tokens, {threads} threads"
+        yield (f"{kind}: bare encoder texts/s", encoder, float("nan"), note)
+        yield (f"{kind}: bare encoder + router top texts/s", routed, float("nan"), "")
+        yield (f"{kind}: batch-128 ingest turns/s, façade", ingest, float("nan"), "")
+        yield (f"{kind}: ratio ingest/encoder", ingest / encoder, float("nan"), "target >= 0.8")
+        yield (f"{kind}: ratio ingest/(encoder + top)", ingest / routed, float("nan"), "")
+
+
+def print_rows(rows: Iterator[tuple[str, float, float, str]]) -> None:
+    print(f"{'figure':44} {'p50':>9} {'p95':>9}  note")
+    for name, p50, p95, note in rows:
+        p95s = "" if p95 != p95 else f"{p95:9.3f}"
+        print(f"{name:44} {p50:9.3f} {p95s:>9}  {note}")
 
 
 def pct(values: list[float]) -> tuple[float, float]:
@@ -264,6 +333,8 @@ def main() -> None:
         server = ServerProcess(root / "http", REPO / "models")
         client = server.client(timeout=120)
         try:
+            print(f"\n## batch ingest throughput ({service.config.encoder.pool_size} threads)")
+            print_rows(throughput_rows(service))
             filled = 0
             for size in sizes:
                 print(f"filling to {size} turns …", file=sys.stderr)
@@ -273,14 +344,11 @@ def main() -> None:
                 scratch = root / f"scratch-{size}"
                 scratch.mkdir()
                 print(f"\n## {size} turns ingested ({args.samples} samples per figure, ms)")
-                print(f"{'figure':36} {'p50':>9} {'p95':>9}  note")
                 rig = Rig(service, server, client)
                 rows = rows_for_size(rig, size, scratch, args.samples, throughput)
                 if size == sizes[-1]:  # a reshuffle changes what the next size would measure
                     rows = itertools.chain(rows, reshuffled_rows(service, args.samples))
-                for name, p50, p95, note in rows:
-                    p95s = "" if p95 != p95 else f"{p95:9.3f}"
-                    print(f"{name:36} {p50:9.3f} {p95s:>9}  {note}")
+                print_rows(rows)
         finally:
             client.close()
             server.stop()

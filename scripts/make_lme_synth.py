@@ -8,6 +8,8 @@ placed mostly in the older three quarters of the timeline and sometimes in the r
 The question paraphrases the needle (some words shared, not a copy). Question types cycle through
 the official set; knowledge-update and multi-session have two answer sessions in time order.
 Dates ascend; the question comes after the last session. Same arguments, same file.
+``--reply-sentences N`` makes each assistant reply N sentences long (LongMemEval's replies often
+run past 256 tokens; 14 sentences are about 230 tokens), for benchmarks of long turns.
 
     python scripts/make_lme_synth.py --instances 50 --out eval-data/longmemeval_synth.json
     memoryd eval longmemeval eval-data/longmemeval_synth.json
@@ -141,14 +143,20 @@ def _fill(template: str, topic: str, rng: random.Random) -> str:
     return template.format(a=a, b=b, c=c, topic=topic, name=name, day=day, place=place)
 
 
-def _session(turns: int, rng: random.Random, needle: str | None) -> list[dict[str, Any]]:
-    """``turns`` alternating turns on one topic; ``needle`` replaces one random user turn."""
+def _reply(topic: str, sentences: int, rng: random.Random) -> str:
+    return " ".join(_fill(rng.choice(ASSISTANT_LINES), topic, rng) for _ in range(sentences))
+
+
+def _session(
+    turns: int, rng: random.Random, needle: str | None, reply_sentences: int = 1
+) -> list[dict[str, Any]]:
+    """``turns`` alternating turns on one topic, each assistant reply ``reply_sentences``
+    sentences; ``needle`` replaces one random user turn."""
     topic = rng.choice(list(TOPICS))
     out = [
-        {
-            "role": "user" if i % 2 == 0 else "assistant",
-            "content": _fill(rng.choice(USER_LINES if i % 2 == 0 else ASSISTANT_LINES), topic, rng),
-        }
+        {"role": "user", "content": _fill(rng.choice(USER_LINES), topic, rng)}
+        if i % 2 == 0
+        else {"role": "assistant", "content": _reply(topic, reply_sentences, rng)}
         for i in range(turns)
     ]
     if needle is not None:
@@ -180,7 +188,9 @@ def _dates(count: int, start: datetime, rng: random.Random) -> list[datetime]:
     return dates
 
 
-def make_instance(index: int, sessions: int, turns: int, rng: random.Random) -> dict[str, Any]:
+def make_instance(
+    index: int, sessions: int, turns: int, rng: random.Random, reply_sentences: int = 1
+) -> dict[str, Any]:
     """One LongMemEval-format instance; its question type cycles with ``index``."""
     question_type = QUESTION_TYPES[index % len(QUESTION_TYPES)]
     statements, question, answer = _needle(question_type, rng)
@@ -200,14 +210,18 @@ def make_instance(index: int, sessions: int, turns: int, rng: random.Random) -> 
         "question_date": dates[-1].strftime(DATE_FORMAT),
         "haystack_dates": [d.strftime(DATE_FORMAT) for d in dates[:-1]],
         "haystack_session_ids": ids,
-        "haystack_sessions": [_session(turns, rng, positions.get(j)) for j in range(sessions)],
+        "haystack_sessions": [
+            _session(turns, rng, positions.get(j), reply_sentences) for j in range(sessions)
+        ],
         "answer_session_ids": [ids[j] for j in sorted(positions)],
     }
 
 
-def generate(instances: int, sessions: int, turns: int, seed: int = SEED) -> list[dict[str, Any]]:
+def generate(
+    instances: int, sessions: int, turns: int, seed: int = SEED, reply_sentences: int = 1
+) -> list[dict[str, Any]]:
     rng = random.Random(seed)
-    return [make_instance(i, sessions, turns, rng) for i in range(instances)]
+    return [make_instance(i, sessions, turns, rng, reply_sentences) for i in range(instances)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -216,11 +230,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sessions", type=int, default=40, help="sessions each (default 40)")
     parser.add_argument("--turns", type=int, default=10, help="turns per session (default 10)")
     parser.add_argument("--seed", type=int, default=SEED, help=f"random seed (default {SEED})")
+    parser.add_argument(
+        "--reply-sentences", type=int, default=1, help="sentences per assistant reply (default 1)"
+    )
     parser.add_argument("--out", type=Path, default=Path("eval-data/longmemeval_synth.json"))
     args = parser.parse_args(argv)
-    if args.instances < 1 or args.sessions < 2 or args.turns < 2:
-        parser.error("need --instances >= 1, --sessions >= 2 and --turns >= 2")
-    data = generate(args.instances, args.sessions, args.turns, args.seed)
+    if args.instances < 1 or args.sessions < 2 or args.turns < 2 or args.reply_sentences < 1:
+        parser.error(
+            "need --instances >= 1, --sessions >= 2, --turns >= 2 and --reply-sentences >= 1"
+        )
+    data = generate(args.instances, args.sessions, args.turns, args.seed, args.reply_sentences)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(data, indent=1) + "\n")
     print(f"wrote {len(data)} instances to {args.out}")

@@ -24,7 +24,7 @@ PACKAGE = REPO / "daemon" / "memoryd"
 # Lowest first; a module may import its own layer and any layer below it.
 LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("base", frozenset({"__init__", "models", "errors", "settings", "config", "text"})),
-    ("engines", frozenset({"store", "encoder", "routing_corpus", "llm", "writer"})),
+    ("engines", frozenset({"store", "encoder", "routing_corpus", "llm", "writer", "heap"})),
     ("domain: records", frozenset({"memory", "router", "persona"})),
     ("domain: pipelines", frozenset({"ingest", "retrieve", "tiers"})),
     ("domain: the user", frozenset({"workspace"})),

@@ -17,6 +17,7 @@ from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta, timezone
 from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -87,6 +88,24 @@ def make_task(task_id: str, turn_id: str, *statuses: TaskStatus) -> Task:
 
 def ingest(store: GraphStore, seq: int, turn: Turn, *memories: Memory) -> None:
     store.apply_turn(seq, turn, list(memories))
+
+
+def graph_dump(store: GraphStore) -> tuple[list[str], list[str]]:
+    """Every node with its properties and every edge with its ends and properties, sorted."""
+
+    def shown(value: dict[str, Any]) -> str:
+        return repr(sorted((k, v) for k, v in value.items() if not k.startswith("_")))
+
+    nodes = [
+        f"{row[0]} {shown(row[1])}" for row in store._read("n", "MATCH (n) RETURN label(n), n")
+    ]
+    edges = [
+        f"{row[0]} {row[1]}->{row[2]} {shown(row[3])}"
+        for row in store._read(
+            "r", "MATCH (a)-[r]->(b) RETURN label(r), coalesce(a.id, a.key), b.id, r"
+        )
+    ]
+    return sorted(nodes), sorted(edges)
 
 
 def timeline_edges(store: GraphStore, episode_ids: Sequence[str]) -> dict[str, str]:
@@ -502,6 +521,68 @@ class TestGraphContract:
         assert store.applied_seq() == 1
         ingest(store, 2, turn, make_episode("e2", turn, "Ann"))
         assert store.memory_ids_for_turn("t2") == ["e2"]
+
+    def test_a_batch_of_turns_is_the_graph_of_its_turns_one_by_one(self, tmp_path: Path) -> None:
+        """Episodes, facts, rules and tasks; a batch that rewrites a memory stored before it and
+        one of its own, episodes older than the chain's tail and a new session."""
+        old = make_turn("t0", "s1", 10)
+        before = [
+            (1, old, [make_episode("e0", old, "Ann"), make_task("k0", "t0", TaskStatus.PENDING)])
+        ]
+        t1, t2, t3, t4 = (
+            make_turn("t1", "s1", 11),
+            make_turn("t2", "s2", 12),
+            make_turn("t3", "s1", 5),  # older than the tail of s1 and of the timeline
+            make_turn("t4", "s2", 13),
+        )
+        steps = [
+            RuleNode("r1-c", RuleNodeKind.CONDITION, "if rain", 0),
+            RuleNode("r1-s", RuleNodeKind.SEQUENCE, "then", 1),
+            RuleNode("r1-a", RuleNodeKind.ACTION, "take a coat", 2),
+            RuleNode("r1-b", RuleNodeKind.ACTION, "take boots", 3, when="cold"),
+        ]
+        batch = [
+            (2, t1, [make_episode("e1", t1, "Ann", "Bob"), make_fact("f1", "t1", "Bob")]),
+            (3, t2, [make_episode("e2", t2, "Cy"), make_rule("r1", "t2", steps)]),
+            (
+                4,
+                t3,
+                [
+                    make_episode("e3", t3),
+                    make_task("k0", "t0", TaskStatus.PENDING, TaskStatus.DONE),
+                ],
+            ),
+            (5, t4, [make_episode("e4", t4, "Bob"), make_fact("f1", "t1", "Bob", valid_to=at(13))]),
+        ]
+        with open_store(tmp_path / "one.db") as one, open_store(tmp_path / "batch.db") as bulk:
+            for store in (one, bulk):
+                store.apply_turns(before)
+            for seq, turn, memories in batch:
+                one.apply_turn(seq, turn, memories)
+            bulk.apply_turns(batch)
+            assert graph_dump(bulk) == graph_dump(one)
+            assert bulk.applied_seq() == 5
+            episodes = [f"e{i}" for i in range(5)]
+            assert timeline_edges(bulk, episodes) == {
+                "e3": "e0",
+                "e0": "e1",
+                "e1": "e2",
+                "e2": "e4",
+            }
+
+    def test_a_failing_turn_fails_its_whole_batch(self, store: GraphStore) -> None:
+        ingest(store, 1, make_turn("t1"))
+        node = RuleNode("n0", RuleNodeKind.ACTION, "step", 0)
+        fine, bad = make_turn("t2", minutes=1), make_turn("t3", minutes=2)
+        with pytest.raises(GraphError):
+            store.apply_turns(
+                [
+                    (2, fine, [make_episode("e2", fine, "Ann")]),
+                    (3, bad, [make_rule("r1", "t3", [node]), make_rule("r2", "t3", [node])]),
+                ]
+            )
+        assert not store.has_turn("t2") and not store.has_turn("t3")
+        assert store.applied_seq() == 1
 
     def test_failed_read_raises_graph_error(self, store: GraphStore) -> None:
         with pytest.raises(GraphError) as failure:

@@ -19,6 +19,7 @@ from memoryd.models import MemoryType, Role, Task
 from memoryd.retrieve import QueryParams
 from memoryd.service import MemoryService
 from memoryd.workspace import MemoryPatch
+from memoryd.workspace.projection import GRAPH_BATCH
 from support.config import make_config
 
 T0 = datetime(2024, 5, 8, 13, 56, tzinfo=UTC)
@@ -197,6 +198,22 @@ def test_rebuild_reproduces_graph_and_vectors(service: MemoryService) -> None:
     after = service.counts("alice")
     assert after == before
     assert [ids_of(service.query("alice", QueryParams(q))) for q in queries] == ranked
+
+
+def test_a_batch_past_one_graph_transaction_projects_as_its_replay(
+    service: MemoryService,
+) -> None:
+    """One request of 80 turns (three graph transactions of GRAPH_BATCH) leaves the graph and
+    vectors a rebuild makes entry by entry, and the vectors and graph caught up."""
+    items = [(f"s{i // 10}", f"{text} (take {i})") for i, (_, text) in enumerate(CHAT * 12)][:80]
+    assert len(items) > 2 * GRAPH_BATCH
+    service.ingest("alice", turns(items))
+    batched = service.counts("alice")
+    assert batched["graph_Turn"] == 80
+    with service.users.lease("alice") as ws:
+        assert ws.projection.graph.applied_seq() == ws.journal.max_seq()
+    counts = service.rebuild("alice")
+    assert {k: v for k, v in counts.items() if k != "replayed"} == batched
 
 
 def test_reopen_replays_what_projections_lack(config, service_factory) -> None:

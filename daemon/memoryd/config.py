@@ -17,6 +17,7 @@ that enum's member.
 
 from __future__ import annotations
 
+import os
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
@@ -98,6 +99,12 @@ class LimitsConfig(Section):
 class EncoderConfig(Section):
     NAME = "encoder"
     threads: int
+    workers: int
+
+    @property
+    def pool_size(self) -> int:
+        """Encoder workers for a batch: ``workers``, or one per core when 0."""
+        return self.workers or len(os.sched_getaffinity(0))
 
 
 @dataclass(frozen=True, repr=False)

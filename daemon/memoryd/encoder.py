@@ -179,6 +179,10 @@ class Encoder:
         """The routing vector of ``text`` alone (the second vector of :meth:`embed_routed`)."""
         return self.embed_routed(text)[1]
 
+    def token_count(self, text: str) -> int:
+        """Tokens the encoder reads of ``text`` (at most MAX_TOKENS: longer texts are cut)."""
+        return len(self._tokenizer.encode(text).ids)
+
     def _run(self, text: str, outputs: list[str]) -> list[np.ndarray]:
         session = self._session
         if session is None:

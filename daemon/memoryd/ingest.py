@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -117,10 +117,10 @@ def fold(
 
 
 def fold_entries(
-    entries: Sequence[TurnEntry], journal: Journal, resolver: EntityResolver
+    entries: Iterable[TurnEntry], journal: Journal, resolver: EntityResolver
 ) -> list[TurnEntry]:
     """Fold each entry in order, each seeing what the ones before it did; the receipts list the
-    records stored and the effects."""
+    records stored and the effects. ``entries`` may be a stream: each is folded as it comes."""
     view = BatchView(journal)
     out = []
     for entry in entries:

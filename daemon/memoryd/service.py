@@ -143,7 +143,8 @@ class MemoryService:
         loop = SelfEnhancingRouter(
             router.head, config.router, config.model_dir, encoder.routing_vector, llm
         )
-        self.shared = Shared(config, encoder, loop, llm)
+        self._encoding = ThreadPoolExecutor(config.encoder.pool_size, thread_name_prefix="encode")
+        self.shared = Shared(config, encoder, loop, llm, self._encoding)
         self.retriever = Retriever(
             config.retrieval,
             _judge(config, llm),
@@ -543,6 +544,7 @@ class MemoryService:
         self._closed = True
         self.users.close()
         self._expander.shutdown()
+        self._encoding.shutdown()
         if self._owns_encoder:
             self.encoder.close()
             if self.llm is not None:

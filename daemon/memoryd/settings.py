@@ -108,6 +108,14 @@ SETTINGS: tuple[Setting, ...] = (
         rule="must be > 0",
     ),
     Setting(
+        "encoder.workers",
+        0,
+        "Threads embedding the turns of one batch in parallel, one text per call"
+        " (0: one per core).",
+        check=lambda v: v >= 0,
+        rule="must be >= 0",
+    ),
+    Setting(
         "router.threshold",
         0.5,
         "Probability at which the router assigns a label.",

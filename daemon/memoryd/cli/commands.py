@@ -3,7 +3,6 @@ query, rebuild, the router / memory / tiers groups, export, import and doctor.""
 
 from __future__ import annotations
 
-import ctypes
 import ipaddress
 import json
 import os
@@ -27,6 +26,7 @@ from memoryd.cli.base import (
 )
 from memoryd.config import default_config_path
 from memoryd.errors import ConfigError
+from memoryd.heap import limit_malloc_arenas
 from memoryd.ingest import NewTurn
 from memoryd.models import LogLevel, SearchMode
 from memoryd.retrieve import QueryParams, render_context
@@ -44,23 +44,6 @@ def _is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
-
-
-def _limit_malloc_arenas(arenas: int = 2) -> None:
-    """Cap glibc's malloc arenas (as MALLOC_ARENA_MAX does) unless the environment sets them.
-
-    glibc gives busy threads arenas of their own (up to 8 per core) and keeps what they freed:
-    with the request thread pool, the graph readers and onnxruntime that is tens of MB of RSS
-    on a board with little memory to spare.
-    """
-    if "MALLOC_ARENA_MAX" in os.environ:
-        return
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-    except OSError:
-        return  # not glibc: nothing to cap
-    m_arena_max = -8
-    libc.mallopt(m_arena_max, arenas)
 
 
 @click.command()
@@ -93,7 +76,7 @@ def serve(
     if not config.auth.enabled and not _is_loopback(config.host):
         raise ConfigError("host", config.host, "a non-loopback bind needs auth.enabled = true")
     setup_logging(config.log_level)
-    _limit_malloc_arenas()
+    limit_malloc_arenas()
     app = create_app(config)
     uvicorn.run(app, host=config.host, port=config.port, log_level=config.log_level)
 

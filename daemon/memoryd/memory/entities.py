@@ -202,6 +202,12 @@ def _initials(key: str) -> str:
 
 
 def _typo(a: str, b: str) -> bool:
-    if min(len(a), len(b)) < TYPO_MIN_LETTERS:
+    """Whether ``a`` and ``b`` share their first PREFIX letters and differ by a typo. The
+    cheap bounds go first (difflib's ratio is 2·matches / total length, so lengths far apart
+    cannot reach TYPO_RATIO): most look-alikes by shared word never reach ``ratio``."""
+    if min(len(a), len(b)) < TYPO_MIN_LETTERS or a[:PREFIX] != b[:PREFIX]:
         return False
-    return difflib.SequenceMatcher(None, a, b).ratio() >= TYPO_RATIO
+    if 2 * min(len(a), len(b)) < TYPO_RATIO * (len(a) + len(b)):
+        return False
+    matcher = difflib.SequenceMatcher(None, a, b)
+    return matcher.quick_ratio() >= TYPO_RATIO and matcher.ratio() >= TYPO_RATIO

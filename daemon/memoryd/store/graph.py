@@ -33,7 +33,7 @@ from enum import StrEnum
 from itertools import pairwise
 from pathlib import Path
 from types import ModuleType, TracebackType
-from typing import Any, Self
+from typing import Any, Self, overload
 
 from memoryd.errors import ClosedError, GraphError
 from memoryd.models import (
@@ -121,6 +121,12 @@ class _State(StrEnum):
     CLOSED = "closed"
 
 
+@overload
+def _utc(value: datetime) -> datetime: ...
+@overload
+def _utc(value: None) -> None: ...
+@overload
+def _utc(value: datetime | None) -> datetime | None: ...
 def _utc(value: datetime | None) -> datetime | None:
     """Naive UTC for the engine (a naive input is taken to be UTC already)."""
     if value is None or value.tzinfo is None:
@@ -162,6 +168,60 @@ def _rows(result: Any) -> list[list[Any]]:
 def _pairs(ids: Sequence[str]) -> list[dict[str, str]]:
     """Consecutive (src, dst) pairs, as UNWIND rows."""
     return [{"src": a, "dst": b} for a, b in pairwise(ids)]
+
+
+# Properties of type TIMESTAMP: in an UNWIND row that holds None in every row the engines type
+# the field STRING and refuse to store it, so these are cast (a NULL stays NULL).
+_TIMESTAMPS = frozenset({"ts", "event_time", "last_access", "due", "valid_from", "valid_to"})
+
+
+def _field(name: str) -> str:
+    """The expression reading property ``name`` of UNWIND row ``p``."""
+    value = f"p.`{name}`"
+    return f"CAST({value} AS TIMESTAMP)" if name in _TIMESTAMPS else value
+
+
+def _assignments(names: Sequence[str]) -> str:
+    """``name: value`` pairs setting properties ``names`` from UNWIND row ``p``."""
+    return ", ".join(f"`{name}`: {_field(name)}" for name in names)
+
+
+FACT_FIELDS = (
+    "id relation confidence valid_from valid_to text negated turn_id "
+    "importance persona_sim recall_count last_access tier"
+).split()
+STATE_FIELDS = ("id", "status", "ts", "note", "turn_id")
+
+
+def _rule_edges(nodes: Sequence[RuleNode]) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
+    """The NEXT_STEP and BRANCH edges (UNWIND rows) of a rule's nodes, given in (ord, id)
+    order; the rule links every node by HAS_NODE::
+
+        C1 -NEXT_STEP-> C2 -NEXT_STEP-> SEQUENCE -NEXT_STEP-> A1 -NEXT_STEP-> A2
+        SEQUENCE -BRANCH(when)-> BRANCH(when) -NEXT_STEP-> B1 -NEXT_STEP-> B2
+
+    The main line is the nodes without ``when``, chained in order (conditions lead to the
+    sequence, the sequence to its actions). The nodes sharing one ``when`` form that case's
+    branch: its first node (the BRANCH node in the shared layout) hangs by BRANCH(when) from the
+    anchor, the main line's first SEQUENCE node (else its last CONDITION; a rule with neither
+    leaves the branch a root), and the rest follow it by NEXT_STEP. Branches are flat: a branch
+    inside a branch is not represented.
+    """
+    main_line = [n for n in nodes if n.when is None]
+    cases: dict[str, list[str]] = {}
+    for node in nodes:
+        if node.when is not None:
+            cases.setdefault(node.when, []).append(node.id)
+    sequence = [n.id for n in main_line if n.kind is RuleNodeKind.SEQUENCE]
+    conditions = [n.id for n in main_line if n.kind is RuleNodeKind.CONDITION]
+    anchor = sequence[0] if sequence else conditions[-1] if conditions else None
+    steps = _pairs([n.id for n in main_line])
+    branches: list[dict[str, str]] = []
+    for when, ids in cases.items():
+        steps += _pairs(ids)
+        if anchor is not None:
+            branches.append({"src": anchor, "dst": ids[0], "when": when})
+    return steps, branches
 
 
 class GraphStore:
@@ -415,10 +475,19 @@ class GraphStore:
         the checkpoint a commit triggers): then it may have been kept. Applying the same turn again
         leaves the same graph, so retrying is always safe.
         """
+        self.apply_turns([(seq, turn, memories)])
+
+    def apply_turns(self, turns: Sequence[tuple[int, Turn, Sequence[Memory]]]) -> None:
+        """Project journaled turns ``(seq, turn, memories)`` in one transaction, as
+        :meth:`apply_turn` does each: a batch costs one commit and a few statements, not a few
+        per memory. ``applied_seq`` becomes the batch's highest seq; on error nothing of the
+        batch is kept (see :meth:`apply_turn`)."""
+        if not turns:
+            return
         with self._transaction() as conn:
-            self._write_turn(conn, seq, turn)
-            self._write_memories(conn, memories)
-            self._advance_seq(conn, seq)
+            self._write_turns(conn, [(seq, turn) for seq, turn, _ in turns])
+            self._write_memories(conn, [m for _, _, memories in turns for m in memories])
+            self._advance_seq(conn, max(seq for seq, _, _ in turns))
 
     def upsert_memories(self, seq: int, memories: Sequence[Memory]) -> None:
         """Create or replace memories: each one's properties, edges and private nodes (rule
@@ -477,19 +546,76 @@ class GraphStore:
         self._tails.clear()
 
     def _write_memories(self, conn: Any, memories: Sequence[Memory]) -> None:
-        entities = [f.object for f in memories if isinstance(f, Fact)]
-        entities += [m.entity for e in memories if isinstance(e, Episode) for m in e.mentions]
+        """Write the last version of each memory in ``memories``: one already in the graph is
+        deleted first (its node, edges and private nodes), then all are created anew, a few
+        statements per memory type (UNWIND) whatever their number."""
+        latest = list({m.id: m for m in memories}.values())
+        entities = [f.object for f in latest if isinstance(f, Fact)]
+        entities += [m.entity for e in latest if isinstance(e, Episode) for m in e.mentions]
         if entities:
             self._merge_entities(conn, entities)
-        for memory in memories:
-            if isinstance(memory, Episode):
-                self._write_episode(conn, memory)
-            elif isinstance(memory, Fact):
-                self._write_fact(conn, memory)
-            elif isinstance(memory, Rule):
-                self._write_rule(conn, memory)
-            else:
-                self._write_task(conn, memory)
+        stored = self._stored_ids(conn, latest)
+        for memory in latest:
+            if memory.id in stored:
+                self._delete_typed(conn, memory)
+        self._create_episodes(conn, [m for m in latest if isinstance(m, Episode)])
+        self._create_facts(conn, [m for m in latest if isinstance(m, Fact)])
+        self._create_rules(conn, [m for m in latest if isinstance(m, Rule)])
+        self._create_tasks(conn, [m for m in latest if isinstance(m, Task)])
+
+    def _stored_ids(self, conn: Any, memories: Sequence[Memory]) -> set[str]:
+        """The ids of ``memories`` the graph already holds (a node, or a FACT edge)."""
+        stored: set[str] = set()
+        for table, kind in (("Episode", Episode), ("Rule", Rule), ("Task", Task)):
+            ids = [m.id for m in memories if isinstance(m, kind)]
+            if ids:
+                rows = self._execute(
+                    conn,
+                    f"stored_{table.lower()}s",
+                    f"UNWIND $ids AS i MATCH (m:{table} {{id: i}}) RETURN m.id",
+                    {"ids": ids},
+                )
+                stored.update(row[0] for row in rows)
+        facts = [m.id for m in memories if isinstance(m, Fact)]
+        if facts:
+            rows = self._execute(
+                conn,
+                "stored_facts",
+                "MATCH (:User)-[f:FACT]->(:Entity) WHERE f.id IN $ids RETURN f.id",
+                {"ids": facts},
+            )
+            stored.update(row[0] for row in rows)
+        return stored
+
+    def _delete_typed(self, conn: Any, memory: Memory) -> None:
+        if isinstance(memory, Episode):
+            self._delete_episode(conn, memory.id)
+        elif isinstance(memory, Fact):
+            self._delete_fact(conn, memory.id)
+        elif isinstance(memory, Rule):
+            self._delete_owner(conn, "Rule", "HAS_NODE", "RuleNode", memory.id)
+        else:
+            self._delete_owner(conn, "Task", "HAS_STATE", "State", memory.id)
+
+    def _create(self, conn: Any, table: str, rows: list[dict[str, Any]]) -> None:
+        """CREATE one ``table`` node per row (its keys are the properties, the same in every
+        row) with its FROM_TURN edge to ``row["turn_id"]`` (none while that turn is not in the
+        graph)."""
+        if not rows:
+            return
+        assignments = _assignments(tuple(rows[0]))
+        self._execute(
+            conn,
+            f"create_{table.lower()}s",
+            f"UNWIND $rows AS p CREATE (m:{table} {{{assignments}}}) "
+            "WITH m, p MATCH (t:Turn {id: p.turn_id}) CREATE (m)-[:FROM_TURN]->(t)",
+            {"rows": rows},
+        )
+
+    def _link(self, conn: Any, name: str, query: str, rows: list[dict[str, Any]]) -> None:
+        """Run an UNWIND ``query`` over ``rows`` (nothing when there are none)."""
+        if rows:
+            self._execute(conn, name, query, {"rows": rows})
 
     def _advance_seq(self, conn: Any, seq: int) -> None:
         self._execute(
@@ -517,30 +643,6 @@ class GraphStore:
             {"entities": list(unique.values())},
         )
 
-    def _merge_memory_node(self, conn: Any, table: str, props: dict[str, Any]) -> bool:
-        """MERGE a memory node by ``props["id"]``, set ``props`` and point its FROM_TURN at
-        ``props["turn_id"]`` (no edge while that turn is not in the graph).
-
-        Returns whether the node existed; the caller then drops what it will write afresh.
-        """
-        key = {"id": props["id"]}
-        existed = bool(
-            self._execute(conn, "find", f"MATCH (m:{table} {{id: $id}}) RETURN m.id", key)
-        )
-        if existed:
-            self._execute(
-                conn, "unlink_turn", f"MATCH (:{table} {{id: $id}})-[r:FROM_TURN]->() DELETE r", key
-            )
-        assignments = ", ".join(f"m.{name} = ${name}" for name in props if name != "id")
-        self._execute(
-            conn,
-            f"merge_{table.lower()}",
-            f"MERGE (m:{table} {{id: $id}}) SET {assignments} "
-            "WITH m MATCH (t:Turn {id: $turn_id}) CREATE (m)-[:FROM_TURN]->(t)",
-            props,
-        )
-        return existed
-
     def _delete_owner(self, conn: Any, table: str, rel: str, child: str, memory_id: str) -> None:
         """DETACH DELETE a rule or task and the private nodes it owns."""
         key = {"id": memory_id}
@@ -557,14 +659,11 @@ class GraphStore:
 
     # turns
 
-    def _write_turn(self, conn: Any, seq: int, turn: Turn) -> None:
-        self._execute(
-            conn,
-            "merge_turn",
-            "MERGE (t:Turn {id: $id}) SET t.session_id = $session_id, t.role = $role, "
-            "t.text = $text, t.ts = $ts, t.labels = $labels, "
-            "t.routed_by = $routed_by, t.seq = $seq",
-            {
+    def _write_turns(self, conn: Any, turns: Sequence[tuple[int, Turn]]) -> None:
+        """MERGE each Turn with its properties (the last of a repeated id: MERGE inside UNWIND
+        mis-binds rows whose key repeats, see :meth:`_merge_entities`)."""
+        rows = {
+            turn.turn_id: {
                 "id": turn.turn_id,
                 "session_id": turn.session_id,
                 "role": str(turn.role),
@@ -573,58 +672,98 @@ class GraphStore:
                 "labels": [str(label) for label in turn.labels],
                 "routed_by": str(turn.routed_by),
                 "seq": int(seq),
-            },
+            }
+            for seq, turn in turns
+        }
+        self._execute(
+            conn,
+            "merge_turns",
+            "UNWIND $rows AS p MERGE (t:Turn {id: p.id}) SET t.session_id = p.session_id, "
+            "t.role = p.role, t.text = p.text, t.ts = p.ts, t.labels = p.labels, "
+            "t.routed_by = p.routed_by, t.seq = p.seq",
+            {"rows": list(rows.values())},
         )
 
     # episodes
 
-    def _write_episode(self, conn: Any, episode: Episode) -> None:
-        props = {
-            "id": episode.id,
-            "turn_id": episode.turn_id,
-            "session_id": episode.session_id,
-            "text": episode.text,
-            "ts": _utc(episode.ts),
-            "speaker": episode.speaker,
-            "event_time": _utc(episode.event_time),
-            **_header_params(episode.header),
-        }
-        if self._merge_memory_node(conn, "Episode", props):
-            self._execute(
-                conn,
-                "unlink_mentions",
-                "MATCH (:Episode {id: $id})-[r:MENTIONS]->(:Entity) DELETE r",
-                {"id": episode.id},
-            )
-            self._unlink_episode(conn, episode.id)
-        if episode.mentions:
-            self._execute(
-                conn,
-                "create_mentions",
-                "UNWIND $mentions AS m MATCH (e:Episode {id: $id}), (x:Entity {id: m.entity}) "
-                "CREATE (e)-[:MENTIONS {role: m.role}]->(x)",
+    def _create_episodes(self, conn: Any, episodes: Sequence[Episode]) -> None:
+        """Create episodes not in the graph, their mentions, and their places in the chains."""
+        self._create(
+            conn,
+            "Episode",
+            [
                 {
-                    "id": episode.id,
-                    "mentions": [{"entity": m.entity.id, "role": m.role} for m in episode.mentions],
-                },
+                    "id": e.id,
+                    "turn_id": e.turn_id,
+                    "session_id": e.session_id,
+                    "text": e.text,
+                    "ts": _utc(e.ts),
+                    "speaker": e.speaker,
+                    "event_time": _utc(e.event_time),
+                    **_header_params(e.header),
+                }
+                for e in episodes
+            ],
+        )
+        self._link(
+            conn,
+            "create_mentions",
+            "UNWIND $rows AS m MATCH (e:Episode {id: m.episode}), (x:Entity {id: m.entity}) "
+            "CREATE (e)-[:MENTIONS {role: m.role}]->(x)",
+            [
+                {"episode": e.id, "entity": m.entity.id, "role": m.role}
+                for e in episodes
+                for m in e.mentions
+            ],
+        )
+        ordered = sorted(episodes, key=lambda e: (_utc(e.ts), e.id))
+        self._chain(conn, "PRECEDES", ordered, None)
+        for session_id in dict.fromkeys(e.session_id for e in ordered):
+            self._chain(
+                conn, "NEXT", [e for e in ordered if e.session_id == session_id], session_id
             )
-        self._link_episode(conn, episode.id, props["session_id"], props["ts"])
 
-    def _link_episode(self, conn: Any, episode_id: str, session_id: str, ts: datetime) -> None:
-        """Insert an episode into its session's NEXT chain and into the user's PRECEDES timeline,
-        both ordered by (ts, id).
-
-        Arrival order does not matter: an episode older than the newest one is spliced in between
-        its neighbours, so each chain always lists its episodes by (ts, id).
-        """
-        self._splice(conn, "NEXT", episode_id, ts, session_id)
-        self._splice(conn, "PRECEDES", episode_id, ts, None)
+    def _chain(
+        self, conn: Any, rel: str, episodes: Sequence[Episode], session_id: str | None
+    ) -> None:
+        """Insert new ``episodes`` (in (ts, id) order) into the ``rel`` chain of
+        ``session_id`` (all episodes when None), both ordered by (ts, id): NEXT within a
+        session, PRECEDES over the user's timeline. The first is spliced in; when it becomes
+        the chain's tail (the usual case: new turns are the latest), the others are appended
+        after it in one statement; otherwise each is spliced in its place."""
+        if not episodes:
+            return
+        ids = [e.id for e in episodes]
+        first, rest = episodes[0], episodes[1:]
+        self._splice(conn, rel, first.id, _utc(first.ts), session_id, ids[1:])
+        key = rel if session_id is None else f"{rel}:{session_id}"
+        if not rest:
+            return
+        if self._tail(key) != (_utc(first.ts), first.id):
+            for i, episode in enumerate(rest, start=2):
+                self._splice(conn, rel, episode.id, _utc(episode.ts), session_id, ids[i:])
+            return
+        self._link(
+            conn,
+            f"append_{rel.lower()}s",
+            f"UNWIND $rows AS p MATCH (a:Episode {{id: p.src}}), (b:Episode {{id: p.dst}}) "
+            f"CREATE (a)-[:{rel}]->(b)",
+            _pairs(ids),
+        )
+        self._staged_tails[key] = (_utc(rest[-1].ts), rest[-1].id)
 
     def _splice(
-        self, conn: Any, rel: str, episode_id: str, ts: datetime, session_id: str | None
+        self,
+        conn: Any,
+        rel: str,
+        episode_id: str,
+        ts: datetime,
+        session_id: str | None,
+        unchained: Sequence[str] = (),
     ) -> None:
         """Put an episode between its (ts, id) neighbours in the ``rel`` chain: the episodes of
-        ``session_id``, or all episodes when it is None. An episode after the chain's recorded
+        ``session_id``, or all episodes when it is None, leaving out the ``unchained`` ones
+        (created in this transaction, spliced after it). An episode after the chain's recorded
         tail is appended to it; any other is placed by a scan for its neighbours."""
         key = rel if session_id is None else f"{rel}:{session_id}"
         tail = self._tail(key)
@@ -638,16 +777,16 @@ class GraphStore:
             self._staged_tails[key] = (ts, episode_id)
             return
         scope = "AND p.session_id = $session_id " if session_id is not None else ""
-        params: dict[str, Any] = {"id": episode_id, "ts": ts}
+        params: dict[str, Any] = {"id": episode_id, "ts": ts, "skip": [episode_id, *unchained]}
         if session_id is not None:
             params["session_id"] = session_id
         rows = self._execute(
             conn,
             f"{rel.lower()}_neighbours",
-            f"MATCH (p:Episode) WHERE p.id <> $id {scope}"
+            f"MATCH (p:Episode) WHERE NOT p.id IN $skip {scope}"
             "AND (p.ts < $ts OR (p.ts = $ts AND p.id < $id)) "
             "RETURN -1 AS side, p.id AS id ORDER BY p.ts DESC, p.id DESC LIMIT 1 "
-            f"UNION ALL MATCH (p:Episode) WHERE p.id <> $id {scope}"
+            f"UNION ALL MATCH (p:Episode) WHERE NOT p.id IN $skip {scope}"
             "AND (p.ts > $ts OR (p.ts = $ts AND p.id > $id)) "
             "RETURN 1 AS side, p.id AS id ORDER BY p.ts, p.id LIMIT 1",
             params,
@@ -715,30 +854,33 @@ class GraphStore:
 
     # facts
 
-    def _write_fact(self, conn: Any, fact: Fact) -> None:
-        """Replace the FACT edge with this id; its object entity is already merged."""
-        self._delete_fact(conn, fact.id)
-        self._execute(
+    def _create_facts(self, conn: Any, facts: Sequence[Fact]) -> None:
+        """Create the FACT edges of facts not in the graph; their object entities are merged."""
+        if not facts:
+            return
+        for subject in dict.fromkeys(f.subject for f in facts):
+            self._execute(conn, "merge_user", "MERGE (u:User {id: $id})", {"id": subject})
+        self._link(
             conn,
-            "create_fact",
-            "MERGE (u:User {id: $subject}) WITH u MATCH (x:Entity {id: $entity}) "
-            "CREATE (u)-[f:FACT {id: $id, relation: $relation, confidence: $confidence, "
-            "valid_from: $valid_from, valid_to: $valid_to, text: $text, negated: $negated, "
-            "turn_id: $turn_id, importance: $importance, persona_sim: $persona_sim, "
-            "recall_count: $recall_count, last_access: $last_access, tier: $tier}]->(x)",
-            {
-                "id": fact.id,
-                "subject": fact.subject,
-                "entity": fact.object.id,
-                "relation": fact.relation,
-                "confidence": float(fact.confidence),
-                "valid_from": _utc(fact.valid_from),
-                "valid_to": _utc(fact.valid_to),
-                "text": fact.text,
-                "negated": bool(fact.negated),
-                "turn_id": fact.turn_id,
-                **_header_params(fact.header),
-            },
+            "create_facts",
+            "UNWIND $rows AS p MATCH (u:User {id: p.subject}), (x:Entity {id: p.entity}) "
+            f"CREATE (u)-[f:FACT {{{_assignments(FACT_FIELDS)}}}]->(x)",
+            [
+                {
+                    "id": fact.id,
+                    "subject": fact.subject,
+                    "entity": fact.object.id,
+                    "relation": fact.relation,
+                    "confidence": float(fact.confidence),
+                    "valid_from": _utc(fact.valid_from),
+                    "valid_to": _utc(fact.valid_to),
+                    "text": fact.text,
+                    "negated": bool(fact.negated),
+                    "turn_id": fact.turn_id,
+                    **_header_params(fact.header),
+                }
+                for fact in facts
+            ],
         )
 
     def _delete_fact(self, conn: Any, fact_id: str) -> None:
@@ -751,123 +893,104 @@ class GraphStore:
 
     # rules
 
-    def _write_rule(self, conn: Any, rule: Rule) -> None:
-        props = {
-            "id": rule.id,
-            "turn_id": rule.turn_id,
-            "title": rule.title,
-            "text": rule.text,
-            "tags": list(rule.tags),
-            "support": int(rule.support),
-            **_header_params(rule.header),
-        }
-        if self._merge_memory_node(conn, "Rule", props):
-            self._delete_children(conn, "Rule", "HAS_NODE", "RuleNode", rule.id)
-        if rule.nodes:
-            self._write_rule_nodes(conn, rule.id, sorted(rule.nodes, key=lambda n: (n.ord, n.id)))
-
-    def _write_rule_nodes(self, conn: Any, rule_id: str, nodes: Sequence[RuleNode]) -> None:
-        """Create a rule's nodes (given in (ord, id) order) and its tree::
-
-            Rule -HAS_NODE-> every node
-            C1 -NEXT_STEP-> C2 -NEXT_STEP-> SEQUENCE -NEXT_STEP-> A1 -NEXT_STEP-> A2
-            SEQUENCE -BRANCH(when)-> BRANCH(when) -NEXT_STEP-> B1 -NEXT_STEP-> B2
-
-        The main line is the nodes without ``when``, chained in order (conditions lead to the
-        sequence, the sequence to its actions). The nodes sharing one ``when`` form that case's
-        branch: its first node (the BRANCH node in the shared layout) hangs by BRANCH(when) from
-        the anchor, the main line's first SEQUENCE node (else its last CONDITION; a rule with
-        neither leaves the branch a root), and the rest follow it by NEXT_STEP. Branches are flat:
-        a branch inside a branch is not represented. The caller removed the rule's old nodes, so
-        re-writing a rule reproduces the same tree.
-        """
-        self._execute(
+    def _create_rules(self, conn: Any, rules: Sequence[Rule]) -> None:
+        """Create rules not in the graph, with their nodes and trees (:func:`_rule_edges`)."""
+        self._create(
+            conn,
+            "Rule",
+            [
+                {
+                    "id": rule.id,
+                    "turn_id": rule.turn_id,
+                    "title": rule.title,
+                    "text": rule.text,
+                    "tags": list(rule.tags),
+                    "support": int(rule.support),
+                    **_header_params(rule.header),
+                }
+                for rule in rules
+            ],
+        )
+        ordered = {rule.id: sorted(rule.nodes, key=lambda n: (n.ord, n.id)) for rule in rules}
+        self._link(
             conn,
             "create_rule_nodes",
-            "MATCH (r:Rule {id: $id}) UNWIND $nodes AS n CREATE (r)-[:HAS_NODE]->(:RuleNode "
+            "UNWIND $rows AS n MATCH (r:Rule {id: n.rule}) CREATE (r)-[:HAS_NODE]->(:RuleNode "
             "{id: n.id, kind: n.kind, text: n.text, ord: n.ord, `when`: n.`when`})",
-            {
-                "id": rule_id,
-                "nodes": [
-                    {"id": n.id, "kind": str(n.kind), "text": n.text, "ord": n.ord, "when": n.when}
-                    for n in nodes
-                ],
-            },
+            [
+                {
+                    "rule": rule_id,
+                    "id": n.id,
+                    "kind": str(n.kind),
+                    "text": n.text,
+                    "ord": n.ord,
+                    "when": n.when,
+                }
+                for rule_id, nodes in ordered.items()
+                for n in nodes
+            ],
         )
-        main_line = [n for n in nodes if n.when is None]
-        cases: dict[str, list[str]] = {}
-        for node in nodes:
-            if node.when is not None:
-                cases.setdefault(node.when, []).append(node.id)
-        sequence = [n.id for n in main_line if n.kind is RuleNodeKind.SEQUENCE]
-        conditions = [n.id for n in main_line if n.kind is RuleNodeKind.CONDITION]
-        anchor = sequence[0] if sequence else conditions[-1] if conditions else None
-        steps = _pairs([n.id for n in main_line])
-        branches: list[dict[str, str]] = []
-        for when, ids in cases.items():
-            steps += _pairs(ids)
-            if anchor is not None:
-                branches.append({"src": anchor, "dst": ids[0], "when": when})
-        if steps:
-            self._execute(
-                conn,
-                "create_next_steps",
-                "UNWIND $pairs AS p MATCH (a:RuleNode {id: p.src}), (b:RuleNode {id: p.dst}) "
-                "CREATE (a)-[:NEXT_STEP]->(b)",
-                {"pairs": steps},
-            )
-        if branches:
-            self._execute(
-                conn,
-                "create_branches",
-                "UNWIND $pairs AS p MATCH (a:RuleNode {id: p.src}), (b:RuleNode {id: p.dst}) "
-                "CREATE (a)-[:BRANCH {`when`: p.`when`}]->(b)",
-                {"pairs": branches},
-            )
+        edges = [_rule_edges(nodes) for nodes in ordered.values()]
+        self._link(
+            conn,
+            "create_next_steps",
+            "UNWIND $rows AS p MATCH (a:RuleNode {id: p.src}), (b:RuleNode {id: p.dst}) "
+            "CREATE (a)-[:NEXT_STEP]->(b)",
+            [pair for steps, _ in edges for pair in steps],
+        )
+        self._link(
+            conn,
+            "create_branches",
+            "UNWIND $rows AS p MATCH (a:RuleNode {id: p.src}), (b:RuleNode {id: p.dst}) "
+            "CREATE (a)-[:BRANCH {`when`: p.`when`}]->(b)",
+            [pair for _, branches in edges for pair in branches],
+        )
 
     # tasks
 
-    def _write_task(self, conn: Any, task: Task) -> None:
-        props = {
-            "id": task.id,
-            "turn_id": task.turn_id,
-            "title": task.title,
-            "text": task.text,
-            "due": _utc(task.due),
-            "status": str(task.status),
-            **_header_params(task.header),
-        }
-        if self._merge_memory_node(conn, "Task", props):
-            self._delete_children(conn, "Task", "HAS_STATE", "State", task.id)
-        if not task.states:
-            return
-        self._execute(
+    def _create_tasks(self, conn: Any, tasks: Sequence[Task]) -> None:
+        """Create tasks not in the graph, with their states chained by TRANSITION."""
+        self._create(
+            conn,
+            "Task",
+            [
+                {
+                    "id": task.id,
+                    "turn_id": task.turn_id,
+                    "title": task.title,
+                    "text": task.text,
+                    "due": _utc(task.due),
+                    "status": str(task.status),
+                    **_header_params(task.header),
+                }
+                for task in tasks
+            ],
+        )
+        self._link(
             conn,
             "create_states",
-            "MATCH (t:Task {id: $id}) UNWIND $states AS s CREATE (t)-[:HAS_STATE]->(:State "
-            "{id: s.id, status: s.status, ts: s.ts, note: s.note, turn_id: s.turn_id})",
-            {
-                "id": task.id,
-                "states": [
-                    {
-                        "id": s.id,
-                        "status": str(s.status),
-                        "ts": _utc(s.ts),
-                        "note": s.note,
-                        "turn_id": s.turn_id,
-                    }
-                    for s in task.states
-                ],
-            },
+            "UNWIND $rows AS p MATCH (t:Task {id: p.task}) CREATE (t)-[:HAS_STATE]->(:State "
+            f"{{{_assignments(STATE_FIELDS)}}})",
+            [
+                {
+                    "task": task.id,
+                    "id": s.id,
+                    "status": str(s.status),
+                    "ts": _utc(s.ts),
+                    "note": s.note,
+                    "turn_id": s.turn_id,
+                }
+                for task in tasks
+                for s in task.states
+            ],
         )
-        if len(task.states) > 1:
-            self._execute(
-                conn,
-                "create_transitions",
-                "UNWIND $pairs AS p MATCH (a:State {id: p.src}), (b:State {id: p.dst}) "
-                "CREATE (a)-[:TRANSITION]->(b)",
-                {"pairs": _pairs([s.id for s in task.states])},
-            )
+        self._link(
+            conn,
+            "create_transitions",
+            "UNWIND $rows AS p MATCH (a:State {id: p.src}), (b:State {id: p.dst}) "
+            "CREATE (a)-[:TRANSITION]->(b)",
+            [pair for task in tasks for pair in _pairs([s.id for s in task.states])],
+        )
 
     # -- reads --------------------------------------------------------------------------------
 
@@ -1085,7 +1208,7 @@ class GraphStore:
 
         With ``edges=True``: ``(nodes, edges)``, read from one committed state, where ``edges``
         are the tree's ``(rel, src, dst, when)`` between the rule's nodes, ``rel`` "NEXT_STEP"
-        (``when`` None) or "BRANCH", sorted (see ``_write_rule_nodes`` for the shape).
+        (``when`` None) or "BRANCH", sorted (see :func:`_rule_edges` for the shape).
         """
         key = {"id": rule_id}
         statements = [

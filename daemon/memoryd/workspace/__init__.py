@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -37,6 +37,7 @@ import numpy as np
 
 from memoryd.config import Config
 from memoryd.encoder import Encoder
+from memoryd.heap import release_free_memory
 from memoryd.ingest import NewTurn, fold_entries, prepare
 from memoryd.llm import LLM
 from memoryd.memory import EntityResolver
@@ -57,17 +58,22 @@ __all__ = ["LABEL_OUTCOMES", "MemoryPatch", "Shared", "UndoneFact", "Workspace"]
 log = logging.getLogger(__name__)
 
 JOURNAL_FILE = "journal.sqlite"
+TRIM_AFTER = 32
+"""New turns in one request after which the heap's free memory goes back to the kernel: a bulk
+import leaves tens of MB free but resident (:func:`memoryd.heap.release_free_memory`)."""
 
 
 @dataclass(frozen=True)
 class Shared:
     """What every user's workspace uses and no user owns: the settings, the encoder, the
-    self-enhancing router's shared part and the LLM (None: no LLM)."""
+    self-enhancing router's shared part, the LLM (None: no LLM) and the encoder workers that
+    embed the turns of a batch (``encoder.workers`` threads)."""
 
     config: Config
     encoder: Encoder
     router: SelfEnhancingRouter
     llm: LLM | None
+    encoding: Executor
 
 
 class Workspace:
@@ -127,20 +133,30 @@ class Workspace:
         order: 1 µs apart from ``now``."""
         ids = [t.resolved_id() for t in turns]
         receipts = self.journal.receipts(ids)
-        prepared: dict[str, TurnEntry] = {}
+        pending: dict[str, tuple[NewTurn, str, datetime]] = {}
         for i, (new, turn_id) in enumerate(zip(turns, ids, strict=True)):
-            if turn_id not in receipts and turn_id not in prepared:
-                prepared[turn_id] = self._prepare(new, turn_id, now + timedelta(microseconds=i))
+            if turn_id not in receipts and turn_id not in pending:
+                pending[turn_id] = (new, turn_id, now + timedelta(microseconds=i))
         committed: set[str] = set()
-        if prepared:
-            entries = list(prepared.values())
-            committed, stored = self.writer.call(lambda: self._commit_new(entries))
+        if pending:
+            entries = self._prepare_all(list(pending.values()))
+            committed, stored = self.writer.call(lambda: self._commit_new(list(pending), entries))
             receipts.update(stored)
+            if len(committed) >= TRIM_AFTER:
+                release_free_memory()
         out = []
         for turn_id in ids:
             out.append(dataclasses.replace(receipts[turn_id], duplicate=turn_id not in committed))
             committed.discard(turn_id)
         return out
+
+    def _prepare_all(self, pending: list[tuple[NewTurn, str, datetime]]) -> Iterator[TurnEntry]:
+        """Embed, route and build the turns of a batch on the encoder workers, each text alone;
+        the entries come in order, each as soon as it is ready (one turn is prepared on the
+        calling thread)."""
+        if len(pending) == 1:
+            return iter([self._prepare(*pending[0])])
+        return self.shared.encoding.map(lambda p: self._prepare(*p), pending)
 
     def _prepare(self, new: NewTurn, turn_id: str, arrival: datetime) -> TurnEntry:
         vector, routing_vector = self.shared.encoder.embed_routed(new.text)
@@ -162,14 +178,18 @@ class Workspace:
         )
         return prepare(turn, vector, routing)
 
-    def _commit_new(self, entries: list[TurnEntry]) -> tuple[set[str], dict[str, Receipt]]:
-        """On the writer: skip ids journaled since the caller looked, fold the rest against the
-        stored memories and commit them. Returns the committed ids and the receipt of every
-        entry (the first receipts of the skipped ones)."""
-        stored = self.journal.receipts([e.turn.turn_id for e in entries])
-        fresh = [e for e in entries if e.turn.turn_id not in stored]
+    def _commit_new(
+        self, ids: list[str], entries: Iterator[TurnEntry]
+    ) -> tuple[set[str], dict[str, Receipt]]:
+        """On the writer: skip the ``ids`` journaled since the caller looked, fold the other
+        ``entries`` against the stored memories as they are prepared (the encoder workers go on
+        with the next turns meanwhile) and commit them. Returns the committed ids and the
+        receipt of every entry (the first receipts of the skipped ones)."""
+        stored = self.journal.receipts(ids)
+        fresh = fold_entries(
+            (e for e in entries if e.turn.turn_id not in stored), self.journal, self.entities
+        )
         if fresh:
-            fresh = fold_entries(fresh, self.journal, self.entities)
             self.writes.turns(fresh)
         return {e.turn.turn_id for e in fresh}, stored | {e.turn.turn_id: e.receipt for e in fresh}
 

@@ -43,6 +43,10 @@ __all__ = ["Projection"]
 log = logging.getLogger(__name__)
 
 GRAPH_DIR = "graph"
+GRAPH_BATCH = 32
+"""Turns per graph transaction. A transaction's new rows live in the engine's buffer pool until it
+commits: with a 64 MiB pool, transactions of 128 LoCoMo turns left the pool full after 1,000
+turns, of 32 turns not (docs/decisions.md, "Encoder workers and batched graph writes")."""
 VECTORS_DIR = "vectors"
 
 
@@ -84,12 +88,19 @@ class Projection:
 
     def after_turns(self, entries: Sequence[TurnEntry], written: Sequence[Written]) -> None:
         """Project freshly journaled turns from the entries in hand (no log decoding) where a
-        projection is right behind them, then catch up with anything else."""
-        for w, entry in zip(written, entries, strict=True):
-            if self._graph_seq == w.seq - 1:
-                self._project_graph_turn(w.seq, entry.turn, [*entry.memories, *entry.updates])
-            if self.vectors.applied_seq == w.seq - 1:
-                self._project_vectors_turn(w.seq, entry.memories, entry.embedding)
+        projection is right behind them, then catch up with anything else. The graph takes the
+        batch in transactions of GRAPH_BATCH turns; one that fails is caught up entry by entry."""
+        seqs = [w.seq for w in written]
+        pairs = list(zip(written, entries, strict=True))
+        if not seqs or seqs != list(range(seqs[0], seqs[0] + len(seqs))):
+            self.catch_up()  # not one run of the log: entry by entry
+            return
+        for start in range(0, len(pairs), GRAPH_BATCH):
+            if self._graph_seq != seqs[start] - 1:
+                break
+            self._project_graph_turns(pairs[start : start + GRAPH_BATCH])
+        if self.vectors.applied_seq == seqs[0] - 1:
+            self._project_vectors_turns([(w.seq, e.memories, e.embedding) for w, e in pairs])
         self.catch_up()
 
     def catch_up(self) -> int:
@@ -134,6 +145,10 @@ class Projection:
             )
         return self._graph_write(entry.seq, lambda: self.graph.delete_memory(entry.seq, entry.ref))
 
+    def _project_graph_turns(self, pairs: Sequence[tuple[Written, TurnEntry]]) -> bool:
+        batch = [(w.seq, e.turn, [*e.memories, *e.updates]) for w, e in pairs]
+        return self._graph_write(pairs[-1][0].seq, lambda: self.graph.apply_turns(batch))
+
     def _project_graph_turn(self, seq: int, turn: Turn, memories: list[Memory]) -> bool:
         return self._graph_write(seq, lambda: self.graph.apply_turn(seq, turn, memories))
 
@@ -171,7 +186,7 @@ class Projection:
         if entry.kind is LogKind.TURN:
             _, memories = turn_of_payload(entry.payload)
             embedding = self.journal.turn_embeddings([entry.ref])[entry.ref]
-            self._project_vectors_turn(entry.seq, memories, embedding)
+            self._project_vectors_turns([(entry.seq, memories, embedding)])
             return
         if entry.kind is LogKind.TURN_RELABEL:
             self._project_vectors_relabel(entry)
@@ -192,17 +207,23 @@ class Projection:
         else:
             self.vectors.mark_applied(entry.seq)
 
-    def _project_vectors_turn(
-        self, seq: int, memories: list[Memory], embedding: np.ndarray
+    def _project_vectors_turns(
+        self, turns: Sequence[tuple[int, Sequence[Memory], np.ndarray]]
     ) -> None:
-        nums = self.journal.nums([m.id for m in memories])
-        by_type: dict[MemoryType, list[int]] = defaultdict(list)
-        for memory in memories:
-            by_type[memory_type(memory)].append(nums[memory.id])
-        for mtype, labels in by_type.items():
-            self.vectors.add(seq, mtype, labels, np.repeat(embedding[None, :], len(labels), axis=0))
-        self.vectors.mark_applied(seq)
-        self._maybe_save(1)
+        """Index the memories of journaled turns ``(seq, memories, turn vector)``: each memory
+        of a turn under its type with the turn's vector, one index insert per type."""
+        nums = self.journal.nums([m.id for _, memories, _ in turns for m in memories])
+        labels: dict[MemoryType, list[int]] = defaultdict(list)
+        rows: dict[MemoryType, list[np.ndarray]] = defaultdict(list)
+        for _, memories, embedding in turns:
+            for memory in memories:
+                labels[memory_type(memory)].append(nums[memory.id])
+                rows[memory_type(memory)].append(embedding)
+        last = turns[-1][0]
+        for mtype, of_type in labels.items():
+            self.vectors.add(last, mtype, of_type, np.stack(rows[mtype]))
+        self.vectors.mark_applied(last)
+        self._maybe_save(len(turns))
 
     def _project_vectors_relabel(self, entry: LogEntry) -> None:
         """Take the turn's old and new memories out of every type's index, then add the new
