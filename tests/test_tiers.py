@@ -18,7 +18,7 @@ import pytest
 from memoryd.config import TierConfig
 from memoryd.ingest import NewTurn
 from memoryd.models import Entity, EntityType, Fact, MemoryType, Role, SearchMode, Tier
-from memoryd.persona import build_persona, drift, fact_sentence
+from memoryd.persona import FactWeights, drift, fact_sentence
 from memoryd.retrieve import QueryParams, fusion
 from memoryd.retrieve.sufficiency import Evidence, ScoreSufficiency, Stage, idf, word_share
 from memoryd.service import MemoryService
@@ -26,7 +26,8 @@ from memoryd.store.headers import HeaderStore, PersonaSlot, RunKind
 from memoryd.store.journal import Journal
 from memoryd.store.records import MemoryChange, NewMemory
 from memoryd.store.sqlite import Database
-from memoryd.tiers import plan, recall_gain, refresh_persona, score
+from memoryd.tiers import current_persona, plan, recall_gain, refresh_persona, score
+from memoryd.workspace import MemoryPatch
 from support.config import make_config
 from support.replies import memory_json
 
@@ -300,12 +301,78 @@ def unit(vec: list[float]) -> np.ndarray:
 
 
 def test_persona_is_the_confidence_weighted_mean() -> None:
-    persona = build_persona([(1.0, unit([1, 0])), (3.0, unit([0, 1]))], [_fact(2), _fact(1)])
+    facts = FactWeights({"f1": (1, 1.0, unit([1, 0])), "f2": (2, 3.0, unit([0, 1]))})
+    assert facts.top(5) == [2, 1]
+    persona = facts.persona([_fact(2), _fact(1)])
     assert persona.vector is not None
     assert persona.vector == pytest.approx(unit([1, 3]), abs=1e-6)
     assert persona.profile == f"{fact_sentence(_fact(2))}; {fact_sentence(_fact(1))}"
-    assert persona.facts == 2 and build_persona([], []).vector is None
+    assert persona.facts == 2 and FactWeights({}).persona([]).vector is None
     assert drift(None, None) == 0.0 and drift(unit([1, 0]), None) == pytest.approx(1.0)
+
+
+def test_kept_fact_weights_match_a_fresh_read_after_changes() -> None:
+    rng = np.random.default_rng(7)
+    current = {
+        f"f{i}": (i, float(rng.uniform(0.1, 1)), unit(list(rng.normal(size=8)))) for i in range(50)
+    }
+    kept = FactWeights(current)
+    for step in range(200):
+        name = f"f{rng.integers(0, 70)}"
+        if name in current and step % 3 == 0:
+            del current[name]  # superseded or deleted
+        else:
+            num = int(name[1:])
+            vector = None if step % 11 == 0 else unit(list(rng.normal(size=8)))
+            current[name] = (num, float(rng.uniform(-0.2, 1)), vector)  # new, patched or re-rated
+        kept.update([name, "never-a-fact"], current)
+    fresh = FactWeights(current)
+    assert kept.top(10) == fresh.top(10) and len(kept) == len(fresh)
+    assert kept.persona([]).facts == fresh.persona([]).facts
+    assert kept.persona([]).vector == pytest.approx(fresh.persona([]).vector, abs=1e-6)
+    kept.update(list(current), {})
+    assert kept.persona([]).vector is None and kept.top(3) == []
+
+
+def test_the_kept_persona_follows_every_kind_of_fact_change(service: MemoryService) -> None:
+    """After supersession, a patch, an undo and a delete, the persona the writer keeps is the
+    one a fresh read of every fact gives."""
+
+    def say(i: int, text: str) -> None:
+        service.ingest("bo", [NewTurn("s1", Role.USER, text, T0 + timedelta(minutes=i))])
+
+    def assert_fresh() -> None:
+        with service.users.lease("bo") as ws:
+            ws.writer.call(lambda: None)
+            kept = ws.headers.persona(PersonaSlot.CURRENT)
+            fresh = current_persona(ws.journal)
+        assert kept is not None and fresh.vector is not None
+        assert kept.vector == pytest.approx(fresh.vector, abs=1e-6)
+        assert (kept.profile, kept.facts) == (fresh.profile, fresh.facts)
+
+    say(0, "I live in Oslo and I work as a nurse.")
+    say(1, "I am allergic to penicillin.")
+    assert_fresh()
+    say(2, "I moved to Berlin.")
+    assert_fresh()
+    facts = [s.memory for s in service.list_facts("bo", history=True)]
+    assert all(isinstance(f, Fact) for f in facts)
+
+    def fact(relation: str, superseded: bool = False) -> Fact:
+        return next(
+            f
+            for f in facts
+            if isinstance(f, Fact)
+            and f.relation == relation
+            and (f.superseded_by is not None) == superseded
+        )
+
+    service.undo_supersession("bo", fact("lives_in", superseded=True).id)
+    assert_fresh()
+    service.patch_memory("bo", fact("works_as").id, MemoryPatch(text="I work as a paramedic."))
+    assert_fresh()
+    service.delete_memory("bo", fact("allergic_to").id)
+    assert_fresh()
 
 
 @pytest.fixture

@@ -14,7 +14,8 @@ default gate τ = 0.10 fires once P has turned by about 5.7° (cos 0.995).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import heapq
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,18 +42,57 @@ def fact_sentence(fact: Fact) -> str:
     return f"{negation}{relation} {fact.object.name}"
 
 
-def build_persona(weighted: Sequence[tuple[float, np.ndarray]], top: Sequence[Fact]) -> Persona:
-    """P from the (confidence, vector) of every current fact; the profile from ``top``, the
-    most confident facts, most confident first (see the module docstring)."""
-    kept = [(w, v) for w, v in weighted if w > 0]
-    if not kept:
-        return Persona(None, "", 0)
-    weights = np.array([w for w, _ in kept], dtype=np.float64)
-    mean = weights @ np.stack([np.asarray(v, dtype=np.float64) for _, v in kept])
-    norm = float(np.linalg.norm(mean))
-    vector = (mean / norm).astype(np.float32) if norm > 0 else None
-    profile = "; ".join(dict.fromkeys(fact_sentence(f) for f in top[:MAX_PROFILE_FACTS]))
-    return Persona(vector, profile, len(kept))
+FactWeight = tuple[int, float, np.ndarray | None]
+"""A current fact's (journal num, confidence, vector): what P and the profile are made of."""
+
+
+class FactWeights:
+    """The current facts as memory id → :data:`FactWeight`, with the confidence-weighted sum
+    of their vectors kept as facts change, so that a write that changes a few facts rebuilds P
+    at the cost of those facts, not of reading every fact again."""
+
+    def __init__(self, facts: dict[str, FactWeight]) -> None:
+        self._facts: dict[str, FactWeight] = {}
+        self._sum: np.ndarray | None = None
+        self._kept = 0
+        self.update(facts, facts)
+
+    def __len__(self) -> int:
+        return len(self._facts)
+
+    def update(self, memory_ids: Iterable[str], current: dict[str, FactWeight]) -> None:
+        """Take each of ``memory_ids`` as it is now: its weight in ``current``, or gone (not a
+        current fact any more) when it is not there."""
+        for memory_id in memory_ids:
+            old = self._facts.pop(memory_id, None)
+            if old is not None:
+                self._add(old, -1.0)
+            new = current.get(memory_id)
+            if new is not None:
+                self._facts[memory_id] = new
+                self._add(new, 1.0)
+
+    def _add(self, fact: FactWeight, sign: float) -> None:
+        _, confidence, vector = fact
+        if confidence <= 0 or vector is None:
+            return  # left out of P (it still shows in the profile)
+        weighted = sign * confidence * np.asarray(vector, dtype=np.float64)
+        self._sum = weighted if self._sum is None else self._sum + weighted
+        self._kept += 1 if sign > 0 else -1
+
+    def top(self, limit: int) -> list[int]:
+        """Nums of the ``limit`` most confident facts, most confident first, then by num."""
+        best = heapq.nsmallest(limit, self._facts.values(), key=lambda f: (-f[1], f[0]))
+        return [num for num, _, _ in best]
+
+    def persona(self, top: Sequence[Fact]) -> Persona:
+        """P from the kept sum; the profile from ``top``, the facts of :meth:`top` in order."""
+        if self._kept == 0 or self._sum is None:
+            return Persona(None, "", 0)
+        norm = float(np.linalg.norm(self._sum))
+        vector = (self._sum / norm).astype(np.float32) if norm > 0 else None
+        profile = "; ".join(dict.fromkeys(fact_sentence(f) for f in top[:MAX_PROFILE_FACTS]))
+        return Persona(vector, profile, self._kept)
 
 
 def drift(current: np.ndarray | None, anchor: np.ndarray | None) -> float:

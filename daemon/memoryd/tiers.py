@@ -39,8 +39,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from memoryd.config import TierConfig
-from memoryd.models import Tier
-from memoryd.persona import MAX_PROFILE_FACTS, Persona, build_persona, drift, similarities
+from memoryd.models import Fact, Tier
+from memoryd.persona import MAX_PROFILE_FACTS, FactWeights, Persona, drift, similarities
 from memoryd.store import HeaderRow, HeaderStore, Journal, Move, PersonaSlot, Placement, RunKind
 
 log = logging.getLogger(__name__)
@@ -232,13 +232,18 @@ def _overflow(
 
 
 def refresh_persona(
-    journal: Journal, headers: HeaderStore, config: TierConfig, now: datetime | None = None
+    journal: Journal,
+    headers: HeaderStore,
+    config: TierConfig,
+    now: datetime | None = None,
+    facts: FactWeights | None = None,
 ) -> dict[str, Any]:
     """Rebuild P from the current facts, then run the drift gate (see the module docstring).
 
+    ``facts``: the current facts kept up to date by the caller (else read from the journal).
     Returns the persona's size, the drift from the anchor, and whether the gate fired."""
     now = now or datetime.now(UTC)
-    persona = current_persona(journal)
+    persona = current_persona(journal, facts)
     headers.save_persona(PersonaSlot.CURRENT, persona.vector, persona.profile, persona.facts, now)
     anchor = headers.persona(PersonaSlot.ANCHOR)
     distance = drift(persona.vector, anchor.vector if anchor else None)
@@ -263,9 +268,13 @@ def refresh_persona(
     return out
 
 
-def current_persona(journal: Journal) -> Persona:
-    """P from the user's current facts and their stored vectors."""
-    return build_persona(journal.fact_weights(), journal.top_facts(MAX_PROFILE_FACTS))
+def current_persona(journal: Journal, facts: FactWeights | None = None) -> Persona:
+    """P from the user's current facts and their stored vectors (``facts``, else all read)."""
+    facts = facts if facts is not None else FactWeights(journal.fact_weights())
+    nums = facts.top(MAX_PROFILE_FACTS)
+    stored = journal.memories_by_num(nums)
+    top = [f for f in (stored[n].memory for n in nums if n in stored) if isinstance(f, Fact)]
+    return facts.persona(top)
 
 
 def tier_sizes(headers: HeaderStore) -> dict[str, int]:

@@ -479,26 +479,28 @@ class Journal:
         )
         return [self._stored(r) for r in rows]
 
-    def fact_weights(self) -> list[tuple[float, np.ndarray]]:
-        """(confidence, vector) of every current fact, without decoding the records."""
+    def fact_weights(
+        self, memory_ids: Sequence[str] | None = None
+    ) -> dict[str, tuple[int, float, np.ndarray | None]]:
+        """memory id → (num, confidence, vector) of every current fact, or of those of
+        ``memory_ids`` that are current (a superseded, deleted or unknown id is left out),
+        without decoding the records. The vector is the fact's own if patched, else its turn's.
+        """
+        where, args = "", []
+        if memory_ids is not None:
+            where, args = f" AND m.id IN ({placeholders(len(memory_ids))})", list(memory_ids)
         rows = self.db.read(
-            "SELECT json_extract(m.payload, '$.confidence'), COALESCE(m.embedding, t.embedding)"
+            "SELECT m.id, m.num, json_extract(m.payload, '$.confidence'),"
+            " COALESCE(m.embedding, t.embedding)"
             " FROM memories m LEFT JOIN turns t ON t.turn_id = m.turn_id"
             " WHERE m.type = 'semantic' AND m.deleted = 0"
-            " AND json_extract(m.payload, '$.valid_to') IS NULL"
-            " AND COALESCE(m.embedding, t.embedding) IS NOT NULL ORDER BY m.num"
+            f" AND json_extract(m.payload, '$.valid_to') IS NULL{where}",
+            args,
         )
-        return [(float(r[0] or 0.0), decode_embedding(r[1])) for r in rows]
-
-    def top_facts(self, limit: int) -> list[Fact]:
-        """The ``limit`` most confident current facts, most confident first."""
-        rows = self.db.read(
-            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE type = 'semantic' AND deleted = 0"
-            " AND json_extract(payload, '$.valid_to') IS NULL"
-            " ORDER BY json_extract(payload, '$.confidence') DESC, num LIMIT ?",
-            (limit,),
-        )
-        return [f for f in (self._stored(r).memory for r in rows) if isinstance(f, Fact)]
+        return {
+            r[0]: (int(r[1]), float(r[2] or 0.0), None if r[3] is None else decode_embedding(r[3]))
+            for r in rows
+        }
 
     def tasks(self, statuses: Sequence[TaskStatus]) -> list[StoredMemory]:
         """Live tasks whose current (last) state is one of ``statuses``, oldest first."""

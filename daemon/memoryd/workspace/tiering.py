@@ -6,7 +6,10 @@ The HMO arithmetic lives in :mod:`memoryd.tiers`; this holds the user's state ar
   join it, one transaction (one fsync) for all of them;
 - whether a persona rebuild is due: a write that creates, changes or removes a fact asks for one,
   run next on the writer after that write's reply, once for any number of writes queued
-  meanwhile (a crash before it leaves the old persona, which the next fact change replaces);
+  meanwhile (a crash before it leaves the old persona, which the next fact change replaces).
+  The current facts' weights are kept between rebuilds (:class:`memoryd.persona.FactWeights`):
+  a rebuild reads back only the facts the writes named, or every fact after a write that may
+  have changed facts it cannot name (a relabelled turn) and on the first rebuild;
 - what the last reshuffle of the background job saw (``reshuffled_at``), so that a quiet user
   costs a read, not a transaction and an fsync every interval.
 """
@@ -27,6 +30,7 @@ from memoryd.llm import (
     parse_importance,
 )
 from memoryd.models import Header, ImportanceSource, Memory, MemoryType, memory_type
+from memoryd.persona import FactWeights
 from memoryd.tiers import record_recall, refresh_persona, reshuffle, status
 
 if TYPE_CHECKING:
@@ -35,6 +39,8 @@ if TYPE_CHECKING:
 __all__ = ["UserTiers"]
 
 log = logging.getLogger(__name__)
+
+MAX_FACT_UPDATES = 2000  # more changed facts than this are read back as all the facts
 
 
 class UserTiers:
@@ -45,7 +51,9 @@ class UserTiers:
         self.config = ws.config.tiers
         self._recalls: list[tuple[list[int], datetime]] = []
         self._persona_due = False
-        self._pending_lock = threading.Lock()  # guards _recalls and _persona_due
+        self._changed_facts: set[str] | None = set()  # None: any fact may have changed
+        self._facts: FactWeights | None = None  # read and kept on the writer
+        self._pending_lock = threading.Lock()  # guards _recalls, _persona_due, _changed_facts
         self.reshuffled_at: tuple[int, int, int] | None = None  # headers.activity() then
 
     # -- recalls and the persona (queued on the writer) --------------------------------------
@@ -67,10 +75,16 @@ class UserTiers:
             record_recall(self.ws.journal, self.ws.headers, nums, self.config, at)
 
     def facts_changed(self, memories: Sequence[Memory], always: bool = False) -> None:
-        """A write touched ``memories``: rebuild the persona next if any is a fact."""
-        if not always and all(memory_type(m) is not MemoryType.SEMANTIC for m in memories):
+        """A write touched ``memories``: rebuild the persona next if any is a fact (``always``:
+        the write may have changed facts it does not name)."""
+        facts = {m.id for m in memories if memory_type(m) is MemoryType.SEMANTIC}
+        if not always and not facts:
             return
         with self._pending_lock:
+            if always or self._changed_facts is None:
+                self._changed_facts = None
+            else:
+                self._changed_facts |= facts
             if self._persona_due:
                 return
             self._persona_due = True
@@ -79,7 +93,13 @@ class UserTiers:
     def _refresh_persona(self) -> None:
         with self._pending_lock:
             self._persona_due = False
-        refresh_persona(self.ws.journal, self.ws.headers, self.config)
+            changed, self._changed_facts = self._changed_facts, set()
+        journal = self.ws.journal
+        if self._facts is None or changed is None or len(changed) > MAX_FACT_UPDATES:
+            self._facts = FactWeights(journal.fact_weights())
+        elif changed:
+            self._facts.update(changed, journal.fact_weights(sorted(changed)))
+        refresh_persona(journal, self.ws.headers, self.config, facts=self._facts)
 
     # -- placement ---------------------------------------------------------------------------
 
