@@ -39,7 +39,7 @@ from memoryd.models import (
     TaskStatus,
     Turn,
 )
-from memoryd.store.graph import GraphStore
+from memoryd.store.graph import MERGE_ONE_BY_ONE, GraphStore
 
 ENGINE = GraphEngine(os.environ.get("MEMORYD_GRAPH_ENGINE", GraphEngine.LADYBUG))
 DEFAULT_KUZU_PYTHON = "/tmp/kuzuvenv/bin/python"
@@ -569,6 +569,30 @@ class TestGraphContract:
                 "e1": "e2",
                 "e2": "e4",
             }
+
+    @pytest.mark.parametrize("size", [1, MERGE_ONE_BY_ONE, 3 * MERGE_ONE_BY_ONE])
+    def test_turns_and_entities_merge_alike_one_by_one_or_unwound(
+        self, tmp_path: Path, size: int
+    ) -> None:
+        """Few rows are merged one statement each, more in one UNWIND: both give the graph of
+        the turns applied one at a time, a turn applied again and a renamed entity included."""
+        turns = [make_turn(f"t{i}", "s1", i) for i in range(size)]
+        batch = [
+            (i + 1, turn, [make_episode(f"e{i}", turn, f"P{i}", "Ann")])
+            for i, turn in enumerate(turns)
+        ]
+        renamed = Entity(person("Ann").id, "Ann Lee", EntityType.PERSON)
+        again = Turn("t0", "s1", Role.USER, "text of t0, relabelled", at(0))
+        last = [(size + 1, again, [Fact("f0", "t0", "knows", renamed, "I know Ann Lee")])]
+        with open_store(tmp_path / "one.db") as one, open_store(tmp_path / "batch.db") as bulk:
+            for seq, turn, memories in batch + last:
+                one.apply_turn(seq, turn, memories)
+            bulk.apply_turns(batch + last)
+            assert graph_dump(bulk) == graph_dump(one)
+            names = bulk._read("names", "MATCH (x:Entity) RETURN x.name ORDER BY x.name", {})
+            assert ["Ann Lee"] in names and ["Ann"] not in names
+            texts = bulk._read("texts", "MATCH (t:Turn {id: 't0'}) RETURN t.text", {})
+            assert texts == [["text of t0, relabelled"]]
 
     def test_a_failing_turn_fails_its_whole_batch(self, store: GraphStore) -> None:
         ingest(store, 1, make_turn("t1"))

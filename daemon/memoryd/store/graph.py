@@ -25,6 +25,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import logging
+import re
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -61,6 +62,10 @@ MAX_SHOWN_CHARS = 40
 MAX_SHOWN_ITEMS = 5
 QUERY_THREADS = 1
 CHECKPOINT_SHARE = 32
+MERGE_ONE_BY_ONE = 8  # rows merged one statement each; more go in one UNWIND
+# A row field (``p.id``) or the row carried through a WITH (``WITH n, p``) in a MERGE query of
+# :meth:`GraphStore._merge`; a statement for one row binds ``$id`` and carries nothing.
+_ROW_REF = re.compile(r"\bp\.|, p\b")
 MAX_CHAIN_HOPS = 30  # both engines refuse variable-length patterns longer than 30 by default
 
 
@@ -550,8 +555,17 @@ class GraphStore:
         deleted first (its node, edges and private nodes), then all are created anew, a few
         statements per memory type (UNWIND) whatever their number."""
         latest = list({m.id: m for m in memories}.values())
-        entities = [f.object for f in latest if isinstance(f, Fact)]
-        entities += [m.entity for e in latest if isinstance(e, Episode) for m in e.mentions]
+        entities = [  # in memory order: the last spelling of an entity wins, as turn by turn
+            entity
+            for m in latest
+            for entity in (
+                [m.object]
+                if isinstance(m, Fact)
+                else [x.entity for x in m.mentions]
+                if isinstance(m, Episode)
+                else []
+            )
+        ]
         if entities:
             self._merge_entities(conn, entities)
         stored = self._stored_ids(conn, latest)
@@ -621,6 +635,19 @@ class GraphStore:
         if rows:
             self._execute(conn, name, query, {"rows": rows})
 
+    def _merge(self, conn: Any, name: str, query: str, rows: list[dict[str, Any]]) -> None:
+        """Run a MERGE ``query`` over ``rows``, its row written ``p`` (``p.id``, ``WITH n, p``).
+
+        Up to :data:`MERGE_ONE_BY_ONE` rows are merged one statement each, a primary-key
+        lookup (0.12 ms a turn at 10k turns); more run in one UNWIND, which the engine plans as
+        a join over the whole table (1.6 ms for one turn at 10k turns, 3.5 ms for 32)."""
+        if len(rows) > MERGE_ONE_BY_ONE:
+            self._execute(conn, name, f"UNWIND $rows AS p {query}", {"rows": rows})
+            return
+        one = _ROW_REF.sub(lambda ref: "$" if ref.group() == "p." else "", query)
+        for row in rows:
+            self._execute(conn, name, one, row)
+
     def _advance_seq(self, conn: Any, seq: int) -> None:
         self._execute(
             conn,
@@ -637,14 +664,13 @@ class GraphStore:
         # not SET again: every update is kept in the buffer pool until the next checkpoint, and
         # re-setting the same entities on every turn tripled this query's cost by 3k turns.
         unique = {e.id: {"id": e.id, "name": e.name, "type": str(e.type)} for e in entities}
-        self._execute(
+        self._merge(
             conn,
             "merge_entities",
-            "UNWIND $entities AS x MERGE (n:Entity {id: x.id}) "
-            "ON CREATE SET n.name = x.name, n.type = x.type "
-            "WITH n, x WHERE n.name <> x.name OR n.type <> x.type "
-            "SET n.name = x.name, n.type = x.type",
-            {"entities": list(unique.values())},
+            "MERGE (n:Entity {id: p.id}) ON CREATE SET n.name = p.name, n.type = p.type "
+            "WITH n, p WHERE n.name <> p.name OR n.type <> p.type "
+            "SET n.name = p.name, n.type = p.type",
+            list(unique.values()),
         )
 
     def _delete_owner(self, conn: Any, table: str, rel: str, child: str, memory_id: str) -> None:
@@ -679,13 +705,13 @@ class GraphStore:
             }
             for seq, turn in turns
         }
-        self._execute(
+        self._merge(
             conn,
             "merge_turns",
-            "UNWIND $rows AS p MERGE (t:Turn {id: p.id}) SET t.session_id = p.session_id, "
+            "MERGE (t:Turn {id: p.id}) SET t.session_id = p.session_id, "
             "t.role = p.role, t.text = p.text, t.ts = p.ts, t.labels = p.labels, "
             "t.routed_by = p.routed_by, t.seq = p.seq",
-            {"rows": list(rows.values())},
+            list(rows.values()),
         )
 
     # episodes
