@@ -19,7 +19,7 @@ LOCOMO ?= ../shared/data/locomo/locomo10.json
 export HF_HUB_OFFLINE := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: run test install models lint check-arm64 bench bench-tiers eval config clean eval-router
+.PHONY: run test install models lint check-arm64 bench bench-scale bench-tiers eval config clean eval-router
 
 run: install models
 	$(BIN)/memoryd serve
@@ -97,6 +97,10 @@ check-arm64: install
 
 bench: install models
 	$(BIN)/python scripts/bench.py
+
+# The scale curve up to 100k turns in one user (about half an hour on 2 cores).
+bench-scale: install models
+	$(BIN)/python scripts/bench.py --sizes 1000,10000,100000
 
 # Tiered vs exhaustive search on LoCoMo (read in place) and on a synthetic LongMemEval-format
 # file generated here (never committed): 12 questions over haystacks of 150 sessions x 12 turns.

@@ -12,14 +12,19 @@ and (a), (b) again over HTTP against a real `memoryd serve` process, then the ra
   tiered p50 / exhaustive p50     target <= 1
 and, at the largest size, both query figures again after a reshuffle (before one, every record
 is in tier 1, as after a bulk import),
-plus batch ingest throughput (turns/s at batch 128, over HTTP) and the daemon's RSS (target
-<= 350 MB at 10k turns, no LLM). Before the sizes, batch ingest throughput through the façade
-(batch 128, into a fresh user) against the bare encoder's on the same texts with as many threads
-as the daemon's encoder workers (``encoder.workers``), for short chat turns and for long ones
-(assistant replies of ``make_lme_synth.py --reply-sentences``, over 200 tokens each): target
-ingest >= 0.8 x the bare encoder. Turn texts come from LoCoMo (read in place, never copied) when
-the file is present, else from a synthetic generator. Settings come from the environment as for
-the daemon: ``MEMORYD_GRAPH_BUFFER_POOL_SIZE=134217728 make bench`` benchmarks a 128 MiB pool.
+plus batch ingest throughput (turns/s at batch 128, over HTTP), the daemon's RSS (target
+<= 350 MB at 10k turns and <= 500 MB at 100k, no LLM), its data directory's bytes per turn, its
+cold start to ``/readyz`` (the process restarted on its data) and a rebuild of the user's graph
+and vectors from the journal (façade). The figures per size are drawn against store size in
+``bench-results/scale.png`` (``make bench-scale`` adds 100k turns, about half an hour).
+
+Before the sizes, batch ingest throughput through the façade (batch 128, into a fresh user) against
+the bare encoder's on the same texts with as many threads as the daemon's encoder workers
+(``encoder.workers``), for short chat turns and for long ones (assistant replies of
+``make_lme_synth.py --reply-sentences``, over 200 tokens each): target ingest >= 0.8 x the bare
+encoder. Turn texts come from LoCoMo (read in place, never copied) when the file is present, else
+from a synthetic generator. Settings come from the environment as for the daemon:
+``MEMORYD_GRAPH_BUFFER_POOL_SIZE=134217728 make bench`` benchmarks a 128 MiB pool.
 """
 
 from __future__ import annotations
@@ -151,11 +156,53 @@ def throughput_rows(service: MemoryService) -> Iterator[tuple[str, float, float,
         yield (f"{kind}: ratio ingest/(encoder + top)", ingest / routed, float("nan"), "")
 
 
-def print_rows(rows: Iterator[tuple[str, float, float, str]]) -> None:
+def print_rows(rows: Iterator[tuple[str, float, float, str]]) -> dict[str, tuple[float, float]]:
+    """Print each row as it is measured; returns name → (p50, p95)."""
     print(f"{'figure':44} {'p50':>9} {'p95':>9}  note")
+    printed = {}
     for name, p50, p95, note in rows:
         p95s = "" if p95 != p95 else f"{p95:9.3f}"
-        print(f"{name:44} {p50:9.3f} {p95s:>9}  {note}")
+        print(f"{name:44} {p50:9.3f} {p95s:>9}  {note}", flush=True)
+        printed[name] = (p50, p95)
+    return printed
+
+
+def plot_scale(figures: dict[int, dict[str, tuple[float, float]]], path: Path) -> None:
+    """Latency (as a multiple of the encoder) and RSS against store size, as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sizes = sorted(figures)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    for name, label, style in [
+        ("(b) query, façade", "query", "o-"),
+        ("(b) query, façade, search: all", "query, search: all", "s--"),
+        ("(a) ingest, façade", "single ingest", "^-"),
+        ("(b) query, HTTP", "query over HTTP", "d:"),
+    ]:
+        color = None
+        for stat, suffix, alpha in ((0, "p50", 1.0), (1, "p95", 0.35)):
+            ratios = [figures[n][name][stat] / figures[n]["(c) encoder"][0] for n in sizes]
+            (line,) = left.plot(
+                sizes, ratios, style, color=color, alpha=alpha, label=f"{label} {suffix}"
+            )
+            color = line.get_color()
+    left.axhline(4, color="grey", lw=0.8, ls=":", label="query target (4x)")
+    left.set(xscale="log", yscale="log", xlabel="turns in the user", ylabel="x encoder p50")
+    left.set_title("latency / bare encoder call")
+    left.legend(fontsize=7)
+    right.plot(sizes, [figures[n]["daemon RSS MB"][0] for n in sizes], "o-", label="daemon RSS")
+    right.plot([10_000, 100_000], [350, 500], "x", color="red", label="targets")
+    right.set(xscale="log", xlabel="turns in the user", ylabel="MB", title="daemon RSS")
+    right.legend(fontsize=7)
+    for ax in (left, right):
+        ax.grid(alpha=0.3, which="both")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format="png", dpi=100)
+    plt.close(fig)
 
 
 def pct(values: list[float]) -> tuple[float, float]:
@@ -272,6 +319,17 @@ class Rig:
     server: ServerProcess
     client: httpx.Client
 
+    def restart(self) -> float:
+        """Stop the daemon, start it on the same data; seconds until ``/readyz`` answers 200."""
+        self.client.close()
+        self.server.stop()
+        t = time.perf_counter()
+        self.server = ServerProcess(self.server.data_dir, REPO / "models")
+        self.client = self.server.client(timeout=120)
+        while self.client.get("/readyz").status_code != 200:
+            time.sleep(0.05)
+        return time.perf_counter() - t
+
 
 def rows_for_size(
     rig: Rig, size: int, scratch: Path, n: int, throughput: float
@@ -316,13 +374,23 @@ def rows_for_size(
     tiered_ratio = pct(query)[0] / pct(exhaustive)[0]
     yield ("ratio tiered/exhaustive query", tiered_ratio, float("nan"), "target <= 1")
     yield ("batch-128 ingest turns/s (HTTP)", throughput, float("nan"), "")
-    yield ("daemon RSS MB", rig.server.rss_mb(), float("nan"), "target <= 350 at 10k")
+    yield ("daemon RSS MB", rig.server.rss_mb(), float("nan"), "target <= 350 at 10k, 500 at 100k")
+    disk = sum(f.stat().st_size for f in rig.server.data_dir.rglob("*") if f.is_file())
+    yield ("daemon data bytes per turn", disk / size, float("nan"), f"{disk / 2**20:.0f} MiB")
+    yield ("cold start to /readyz, s", rig.restart(), float("nan"), "daemon restarted on its data")
+    t = time.perf_counter()
+    rebuilt = service.rebuild("bench")
+    note = ", ".join(f"{k} {v}" for k, v in rebuilt.items())
+    yield ("rebuild graph + vectors, s (façade)", time.perf_counter() - t, float("nan"), note)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="1000,10000", help="Comma-separated turn counts.")
     parser.add_argument("--samples", type=int, default=200, help="Timed calls per figure.")
+    parser.add_argument(
+        "--png", type=Path, default=REPO / "bench-results" / "scale.png", help="Scale curve."
+    )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     with tempfile.TemporaryDirectory(prefix="memoryd-bench-") as tmp:
@@ -331,7 +399,8 @@ def main() -> None:
         config = load_config(None, os.environ, overrides)  # MEMORYD_* as for the daemon
         service = MemoryService.from_config(config)
         server = ServerProcess(root / "http", REPO / "models")
-        client = server.client(timeout=120)
+        rig = Rig(service, server, server.client(timeout=120))
+        figures: dict[int, dict[str, tuple[float, float]]] = {}
         try:
             print(f"\n## batch ingest throughput ({service.config.encoder.pool_size} threads)")
             print_rows(throughput_rows(service))
@@ -339,19 +408,20 @@ def main() -> None:
             for size in sizes:
                 print(f"filling to {size} turns …", file=sys.stderr)
                 fill_service(service, filled, size)
-                throughput = fill_http(client, filled, size)
+                throughput = fill_http(rig.client, filled, size)
                 filled = size
                 scratch = root / f"scratch-{size}"
                 scratch.mkdir()
                 print(f"\n## {size} turns ingested ({args.samples} samples per figure, ms)")
-                rig = Rig(service, server, client)
                 rows = rows_for_size(rig, size, scratch, args.samples, throughput)
                 if size == sizes[-1]:  # a reshuffle changes what the next size would measure
                     rows = itertools.chain(rows, reshuffled_rows(service, args.samples))
-                print_rows(rows)
+                figures[size] = print_rows(rows)
+            plot_scale(figures, args.png)
+            print(f"\nscale curve: {args.png}")
         finally:
-            client.close()
-            server.stop()
+            rig.client.close()
+            rig.server.stop()
             service.close()
 
 
