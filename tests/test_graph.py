@@ -378,6 +378,25 @@ class TestGraphContract:
         assert tree[3] == nodes[0]
         assert store.rules_with_conditions() == [("r1", ["in the morning", "if I go out"])]
 
+    def test_rule_conditions_follow_every_write(self, store: GraphStore) -> None:
+        """The conditions are kept between queries and read again after any write."""
+
+        def rule(rule_id: str, condition: str) -> Rule:
+            return make_rule(
+                rule_id, "t1", [RuleNode(f"{rule_id}-c", RuleNodeKind.CONDITION, condition, 0)]
+            )
+
+        ingest(store, 1, make_turn("t1"), rule("r1", "if it rains"))
+        assert store.rules_with_conditions() == [("r1", ["if it rains"])]
+        store.upsert_memories(2, [rule("r1", "if it snows"), rule("r2", "when I travel")])
+        assert store.rules_with_conditions() == [("r1", ["if it snows"]), ("r2", ["when I travel"])]
+        store.delete_memory(3, "r1")
+        assert store.rules_with_conditions() == [("r2", ["when I travel"])]
+        stolen = make_rule("r3", "t1", [RuleNode("r2-c", RuleNodeKind.CONDITION, "at night", 0)])
+        with pytest.raises(GraphError):  # r2 owns that node id: the write fails
+            store.upsert_memories(4, [stolen])
+        assert store.rules_with_conditions() == [("r2", ["when I travel"])]
+
     def test_rule_tree_edges_are_a_tree_and_rewrites_reproduce_it(self, store: GraphStore) -> None:
         cond, seq, act, branch = (
             RuleNodeKind.CONDITION,

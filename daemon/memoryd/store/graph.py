@@ -272,6 +272,10 @@ class GraphStore:
         self._busy = 0
         self._idle = threading.Condition()
         self._write_lock = threading.Lock()
+        # Bumped after every write transaction, kept or not: a cached read is valid while the
+        # generation it was read at is the current one (read the generation before the rows).
+        self._generation = 0
+        self._rule_conditions: tuple[int, list[tuple[str, list[str]]]] | None = None
         self._readers: list[Any] = []
         self._free_readers: list[Any] = []
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -393,22 +397,28 @@ class GraphStore:
     def _transaction(self) -> Iterator[Any]:
         """One write transaction on the write connection: commit on success, else roll back."""
         with self._in_use(), self._write_lock:
-            self._execute(self._writer, "begin", "BEGIN TRANSACTION")
-            self._staged_tails.clear()
             try:
-                yield self._writer
-            except BaseException:
-                # A failed statement already ends the transaction in both engines, and later
-                # statements would run in auto-commit mode; ROLLBACK then finds nothing to undo.
-                with suppress(*_ENGINE_ERRORS):
-                    _rows(self._writer.execute("ROLLBACK"))
-                raise
-            try:
-                self._execute(self._writer, "commit", "COMMIT")
-            except GraphError:
-                self._tails.clear()  # the commit may or may not have been kept
-                raise
-            self._commit_tails()
+                yield from self._write_transaction()
+            finally:
+                self._generation += 1
+
+    def _write_transaction(self) -> Iterator[Any]:
+        self._execute(self._writer, "begin", "BEGIN TRANSACTION")
+        self._staged_tails.clear()
+        try:
+            yield self._writer
+        except BaseException:
+            # A failed statement already ends the transaction in both engines, and later
+            # statements would run in auto-commit mode; ROLLBACK then finds nothing to undo.
+            with suppress(*_ENGINE_ERRORS):
+                _rows(self._writer.execute("ROLLBACK"))
+            raise
+        try:
+            self._execute(self._writer, "commit", "COMMIT")
+        except GraphError:
+            self._tails.clear()  # the commit may or may not have been kept
+            raise
+        self._commit_tails()
 
     def _commit_tails(self) -> None:
         for key, tail in self._staged_tails.items():
@@ -1219,7 +1229,15 @@ class GraphStore:
 
     def rules_with_conditions(self) -> list[tuple[str, list[str]]]:
         """Every rule that has condition nodes, with their texts in (ord, id) order; sorted by
-        rule id. Rules without conditions are left out."""
+        rule id. Rules without conditions are left out.
+
+        Every query matches its words against all of them, so the list is kept until the next
+        write (1,100 conditions at 10k turns took 3.5 ms to read); callers must not change it.
+        """
+        generation = self._generation
+        cached = self._rule_conditions
+        if cached is not None and cached[0] == generation:
+            return cached[1]
         rows = self._read(
             "rules_with_conditions",
             "MATCH (r:Rule)-[:HAS_NODE]->(n:RuleNode) WHERE n.kind = $kind "
@@ -1229,7 +1247,8 @@ class GraphStore:
         grouped: dict[str, list[str]] = {}
         for rule_id, text in rows:
             grouped.setdefault(rule_id, []).append(text)
-        return list(grouped.items())
+        self._rule_conditions = (generation, list(grouped.items()))
+        return self._rule_conditions[1]
 
     def rule_tree(
         self, rule_id: str, *, edges: bool = False
