@@ -17,7 +17,6 @@ from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta, timezone
 from itertools import pairwise
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -40,6 +39,7 @@ from memoryd.models import (
     Turn,
 )
 from memoryd.store.graph import MERGE_ONE_BY_ONE, GraphStore
+from support.graph import graph_dump
 
 ENGINE = GraphEngine(os.environ.get("MEMORYD_GRAPH_ENGINE", GraphEngine.LADYBUG))
 DEFAULT_KUZU_PYTHON = "/tmp/kuzuvenv/bin/python"
@@ -88,24 +88,6 @@ def make_task(task_id: str, turn_id: str, *statuses: TaskStatus) -> Task:
 
 def ingest(store: GraphStore, seq: int, turn: Turn, *memories: Memory) -> None:
     store.apply_turn(seq, turn, list(memories))
-
-
-def graph_dump(store: GraphStore) -> tuple[list[str], list[str]]:
-    """Every node with its properties and every edge with its ends and properties, sorted."""
-
-    def shown(value: dict[str, Any]) -> str:
-        return repr(sorted((k, v) for k, v in value.items() if not k.startswith("_")))
-
-    nodes = [
-        f"{row[0]} {shown(row[1])}" for row in store._read("n", "MATCH (n) RETURN label(n), n")
-    ]
-    edges = [
-        f"{row[0]} {row[1]}->{row[2]} {shown(row[3])}"
-        for row in store._read(
-            "r", "MATCH (a)-[r]->(b) RETURN label(r), coalesce(a.id, a.key), b.id, r"
-        )
-    ]
-    return sorted(nodes), sorted(edges)
 
 
 def timeline_edges(store: GraphStore, episode_ids: Sequence[str]) -> dict[str, str]:

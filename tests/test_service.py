@@ -8,6 +8,7 @@ import pytest
 from memoryd.errors import (
     ConflictError,
     DataDirBusyError,
+    GraphError,
     InvalidInputError,
     InvalidUserIdError,
     MemoryNotFoundError,
@@ -18,9 +19,11 @@ from memoryd.ingest import NewTurn
 from memoryd.models import MemoryType, Role, Task
 from memoryd.retrieve import QueryParams
 from memoryd.service import MemoryService
+from memoryd.store.graph import GraphStore
 from memoryd.workspace import MemoryPatch
 from memoryd.workspace.projection import GRAPH_BATCH
 from support.config import make_config
+from support.graph import graph_dump
 
 T0 = datetime(2024, 5, 8, 13, 56, tzinfo=UTC)
 
@@ -214,6 +217,41 @@ def test_a_batch_past_one_graph_transaction_projects_as_its_replay(
         assert ws.projection.graph.applied_seq() == ws.journal.max_seq()
     counts = service.rebuild("alice")
     assert {k: v for k, v in counts.items() if k != "replayed"} == batched
+
+
+def test_a_rebuild_replays_runs_of_turns_and_the_edits_between_them(
+    service: MemoryService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Turns past one graph batch, edits (a patch, a delete, a task), more turns: the replay, in
+    runs of GRAPH_BATCH turns, makes the graph the live writes made, and a run the graph
+    refuses in one transaction (injected) is applied turn by turn."""
+    items = [(f"s{i // 10}", f"{text} (take {i})") for i, (_, text) in enumerate(CHAT * 12)][:50]
+    service.ingest("alice", turns(items[:40]))
+    target = service.query("alice", QueryParams("ramen", k=1)).items[0].memory.id
+    service.patch_memory("alice", target, MemoryPatch(text="I love sushi now."))
+    service.delete_memory(
+        "alice", service.query("alice", QueryParams("dentist", k=1)).items[0].memory.id
+    )
+    service.create_task("alice", "book the flights")
+    service.ingest("alice", turns(items[40:], start=T0 + timedelta(days=1)))
+    before = service.counts("alice")
+    with service.users.lease("alice") as ws:
+        live = graph_dump(ws.projection.graph)
+    runs: list[int] = []
+    whole = GraphStore.apply_turns
+
+    def refuse_the_first_run(store: GraphStore, batch: list) -> None:
+        runs.append(len(batch))
+        if len(runs) == 1:
+            raise GraphError("injected: the first run fails as a whole")
+        whole(store, batch)
+
+    monkeypatch.setattr(GraphStore, "apply_turns", refuse_the_first_run)
+    counts = service.rebuild("alice")
+    assert runs[0] == GRAPH_BATCH and len(runs) >= 2
+    assert {k: v for k, v in counts.items() if k != "replayed"} == before
+    with service.users.lease("alice") as ws:
+        assert graph_dump(ws.projection.graph) == live
 
 
 def test_reopen_replays_what_projections_lack(config, service_factory) -> None:

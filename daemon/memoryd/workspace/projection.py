@@ -104,27 +104,80 @@ class Projection:
         self.catch_up()
 
     def catch_up(self) -> int:
-        """Apply journal entries each projection has not applied; return how many were read."""
+        """Apply journal entries each projection has not applied; return how many were read.
+
+        Runs of turns are applied GRAPH_BATCH at a time, one graph transaction and one vector
+        insert per type each (a run the graph refuses is applied turn by turn); any other entry
+        alone, after the run before it."""
         start = min(self._graph_seq, self.vectors.applied_seq)
         if start >= self.journal.max_seq():
             return 0
         count = 0
+        graph_run: list[LogEntry] = []
+        vector_run: list[LogEntry] = []
         for entry in self.journal.entries(after_seq=start):
             count += 1
-            if entry.seq > self._graph_seq and not self._apply_graph(entry):
+            if entry.seq > self._graph_seq and not self._graph_entry(entry, graph_run):
                 break
             if entry.seq > self.vectors.applied_seq:
-                self._apply_vectors(entry)
+                self._vector_entry(entry, vector_run)
+        self._apply_graph_run(graph_run)
+        self._apply_vector_run(vector_run)
         if count:
             log.info("user %s: replayed %d journal entries", self.user_id, count)
         self._maybe_save(count)
         return count
 
-    def _apply_graph(self, entry: LogEntry) -> bool:
+    def _graph_entry(self, entry: LogEntry, run: list[LogEntry]) -> bool:
+        """Queue a turn on ``run`` (applied once it is full), or apply the run and then the
+        entry; False once a graph write failed."""
         if entry.kind is LogKind.TURN:
-            turn, memories = turn_of_payload(entry.payload)
-            updates = updates_of_payload(entry.payload)
-            return self._project_graph_turn(entry.seq, turn, [*memories, *updates])
+            run.append(entry)
+            return len(run) < GRAPH_BATCH or self._apply_graph_run(run)
+        return self._apply_graph_run(run) and self._apply_graph(entry)
+
+    def _apply_graph_run(self, run: list[LogEntry]) -> bool:
+        """Apply (and empty) a run of turn entries in one graph transaction, or turn by turn
+        when that fails; False once a turn failed."""
+        if not run:
+            return True
+        batch = [(entry.seq, *_graph_turn(entry)) for entry in run]
+        run.clear()
+        try:
+            self.graph.apply_turns(batch)
+        except MemorydError as exc:
+            log.info(
+                "user %s: %d turns in one graph transaction failed (%s); one by one",
+                self.user_id,
+                len(batch),
+                exc,
+            )
+            return all(self._project_graph_turn(*turn) for turn in batch)
+        self._graph_applied(batch[-1][0])
+        return True
+
+    def _vector_entry(self, entry: LogEntry, run: list[LogEntry]) -> None:
+        """Queue a turn on ``run`` (indexed once it is full), or index the run and then the
+        entry."""
+        if entry.kind is LogKind.TURN:
+            run.append(entry)
+            if len(run) == GRAPH_BATCH:
+                self._apply_vector_run(run)
+            return
+        self._apply_vector_run(run)
+        self._apply_vectors(entry)
+
+    def _apply_vector_run(self, run: list[LogEntry]) -> None:
+        """Index (and empty) a run of turn entries, one insert per memory type."""
+        if not run:
+            return
+        embeddings = self.journal.turn_embeddings([entry.ref for entry in run])
+        turns = [(e.seq, turn_of_payload(e.payload)[1], embeddings[e.ref]) for e in run]
+        run.clear()
+        self._project_vectors_turns(turns)
+
+    def _apply_graph(self, entry: LogEntry) -> bool:
+        """Apply one entry other than a turn to the graph; False if the write failed."""
         if entry.kind is LogKind.MEMORY_CHANGE:
             change = change_of_payload(entry.ref, entry.payload)
             records = [n.memory for n in change.created] + change.updates
@@ -183,11 +236,7 @@ class Projection:
         self._graph_seq = seq
 
     def _apply_vectors(self, entry: LogEntry) -> None:
-        if entry.kind is LogKind.TURN:
-            _, memories = turn_of_payload(entry.payload)
-            embedding = self.journal.turn_embeddings([entry.ref])[entry.ref]
-            self._project_vectors_turns([(entry.seq, memories, embedding)])
-            return
+        """Apply one entry other than a turn to the vectors."""
         if entry.kind is LogKind.TURN_RELABEL:
             self._project_vectors_relabel(entry)
             return
@@ -294,3 +343,10 @@ class Projection:
                 store.close()
             except Exception:
                 log.exception("user %s: closing %s failed", self.user_id, name)
+
+
+def _graph_turn(entry: LogEntry) -> tuple[Turn, list[Memory]]:
+    """A turn entry's turn and what the graph writes for it: its memories and the ones it
+    updated (superseded facts)."""
+    turn, memories = turn_of_payload(entry.payload)
+    return turn, [*memories, *updates_of_payload(entry.payload)]
