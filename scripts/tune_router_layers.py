@@ -100,7 +100,9 @@ class _Top(torch.nn.Module):
 
     def forward(self, states: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         for layer in self.layers:
-            states = layer(states, mask)
+            out = layer(states, mask)
+            # transformers < 4.58 (the build venv's, for optimum) returns a tuple, 5.x the tensor.
+            states = out[0] if isinstance(out, tuple) else out
         return states
 
 
