@@ -17,6 +17,7 @@ from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta, timezone
 from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -594,6 +595,34 @@ class TestGraphContract:
             assert ["Ann Lee"] in names and ["Ann"] not in names
             texts = bulk._read("texts", "MATCH (t:Turn {id: 't0'}) RETURN t.text", {})
             assert texts == [["text of t0, relabelled"]]
+
+    def test_a_new_session_starts_its_chain_without_a_scan(self, tmp_path: Path) -> None:
+        """Sessions the caller names as new skip the neighbour scan and give the graph of the
+        same turns applied one at a time with no hint; the knowledge lasts one transaction."""
+        old = make_turn("t0", "s1", 10)
+        before = [(1, old, [make_episode("e0", old)])]
+        turns = [make_turn("t1", "s1", 11), make_turn("t2", "s2", 12), make_turn("t3", "s2", 13)]
+        batch = [(i + 2, t, [make_episode(f"e{i + 1}", t)]) for i, t in enumerate(turns)]
+        later = make_turn("t4", "s2", 9)  # earlier than the s2 chain: must be spliced in
+        last = [(5, later, [make_episode("e4", later)])]
+        with open_store(tmp_path / "one.db") as one, open_store(tmp_path / "hinted.db") as hinted:
+            for seq, turn, memories in before + batch + last:
+                one.apply_turn(seq, turn, memories)
+            hinted.apply_turns(before)
+            statements: list[str] = []
+            execute = hinted._execute
+
+            def spy(conn: Any, name: str, query: str, params: Any = None) -> Any:
+                statements.append(name)
+                return execute(conn, name, query, params)
+
+            hinted._execute = spy  # type: ignore[method-assign]
+            hinted.apply_turns(batch, new_sessions={"s2"})
+            assert "next_neighbours" not in statements
+            hinted.apply_turns(last)
+            assert "next_neighbours" in statements  # t4 is not after the known s2 tail
+            assert graph_dump(hinted) == graph_dump(one)
+            assert hinted.session_neighbours(["e4"]) == {"e4": ["e2"]}
 
     def test_a_failing_turn_fails_its_whole_batch(self, store: GraphStore) -> None:
         ingest(store, 1, make_turn("t1"))

@@ -27,7 +27,7 @@ import inspect
 import logging
 import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -66,6 +66,8 @@ MERGE_ONE_BY_ONE = 8  # rows merged one statement each; more go in one UNWIND
 # A row field (``p.id``) or the row carried through a WITH (``WITH n, p``) in a MERGE query of
 # :meth:`GraphStore._merge`; a statement for one row binds ``$id`` and carries nothing.
 _ROW_REF = re.compile(r"\bp\.|, p\b")
+# A chain tail staged by a caller that knows the chain is empty (GraphStore.apply_turns).
+_NO_EPISODES: tuple[datetime, str] = (datetime.min.replace(tzinfo=UTC), "")
 MAX_CHAIN_HOPS = 30  # both engines refuse variable-length patterns longer than 30 by default
 
 
@@ -422,6 +424,8 @@ class GraphStore:
 
     def _commit_tails(self) -> None:
         for key, tail in self._staged_tails.items():
+            if tail is _NO_EPISODES:
+                continue  # known for this transaction only
             if tail is None:
                 self._tails.pop(key, None)
             else:
@@ -492,14 +496,26 @@ class GraphStore:
         """
         self.apply_turns([(seq, turn, memories)])
 
-    def apply_turns(self, turns: Sequence[tuple[int, Turn, Sequence[Memory]]]) -> None:
+    def apply_turns(
+        self,
+        turns: Sequence[tuple[int, Turn, Sequence[Memory]]],
+        new_sessions: Collection[str] = (),
+    ) -> None:
         """Project journaled turns ``(seq, turn, memories)`` in one transaction, as
         :meth:`apply_turn` does each: a batch costs one commit and a few statements, not a few
         per memory. ``applied_seq`` becomes the batch's highest seq; on error nothing of the
-        batch is kept (see :meth:`apply_turn`)."""
+        batch is kept (see :meth:`apply_turn`).
+
+        ``new_sessions``: sessions the caller knows have no episode outside this batch (no
+        earlier turn in the journal). Their first episode starts the session's chain without
+        the scan for neighbours that a session whose chain tail is not known needs (a scan of
+        every episode: 81 % of a 100k-turn fill's writer time at 30k turns, a new session every
+        20 turns)."""
         if not turns:
             return
         with self._transaction() as conn:
+            for session_id in new_sessions:
+                self._staged_tails[f"NEXT:{session_id}"] = _NO_EPISODES
             self._write_turns(conn, [(seq, turn) for seq, turn, _ in turns])
             self._write_memories(conn, [m for _, _, memories in turns for m in memories])
             self._advance_seq(conn, max(seq for seq, _, _ in turns))
@@ -807,6 +823,9 @@ class GraphStore:
         tail is appended to it; any other is placed by a scan for its neighbours."""
         key = rel if session_id is None else f"{rel}:{session_id}"
         tail = self._tail(key)
+        if tail is _NO_EPISODES:  # the chain is empty: this episode starts it
+            self._staged_tails[key] = (ts, episode_id)
+            return
         if tail is not None and tail < (ts, episode_id):
             self._execute(
                 conn,
