@@ -60,6 +60,8 @@ from memoryd.encoder import (
     TOKENIZER_FILE,
     TRUNK_OUTPUT,
     Encoder,
+    load_tokenizer,
+    model_inputs,
     sha256_file,
 )
 
@@ -181,23 +183,6 @@ def locate_weights(package: str) -> tuple[Path, str]:
     return Path(str(dist.locate_file(weights[0]))).parent, dist.version
 
 
-def _load_tokenizer(model_dir: Path) -> Any:
-    from tokenizers import Tokenizer
-
-    tokenizer = Tokenizer.from_file(str(model_dir / TOKENIZER_FILE))
-    tokenizer.no_padding()
-    return tokenizer
-
-
-def _feeds(tokenizer: Any, text: str) -> dict[str, np.ndarray]:
-    encoding = tokenizer.encode(text)
-    return {
-        "input_ids": np.array([encoding.ids], dtype=np.int64),
-        "attention_mask": np.array([encoding.attention_mask], dtype=np.int64),
-        "token_type_ids": np.array([encoding.type_ids], dtype=np.int64),
-    }
-
-
 def export_fp32(model_dir: Path, target: Path) -> None:
     """Export the transformer (token states, no pooling) with optimum-onnx, add ``trunk_state``."""
     from optimum.exporters.onnx import onnx_export_from_model
@@ -283,7 +268,8 @@ def activation_ranges(
     )
     ranges: dict[str, np.ndarray] = {}
     for text in CALIBRATION:
-        for name, value in zip(tensors, session.run(tensors, _feeds(tokenizer, text)), strict=True):
+        values = session.run(tensors, model_inputs(tokenizer, text))
+        for name, value in zip(tensors, values, strict=True):
             peak = np.abs(value).reshape(-1, value.shape[-1]).max(axis=0)
             ranges[name] = np.maximum(ranges[name], peak) if name in ranges else peak
     return ranges
@@ -402,7 +388,7 @@ def quantize_int8(source: Path, target: Path) -> list[str]:
 
 def build_int8(model_dir: Path, staged: Path) -> dict[str, Any]:
     """Export, fuse, smooth and quantize into ``staged / MODEL_FILE``; returns what was done."""
-    tokenizer = _load_tokenizer(model_dir)
+    tokenizer = load_tokenizer(model_dir / TOKENIZER_FILE)
     exported, fused, smoothed = (staged / f"minilm-l6-v2-{s}.onnx" for s in ("fp32", "fused", "sq"))
     print(f"exporting fp32 ONNX (opset {OPSET}, optimum-onnx), {TRUNK_OUTPUT} after layer "
           f"{TRUNK_LAYERS}")  # fmt: skip
@@ -447,12 +433,12 @@ def trunk_agreement(model_dir: Path, staged: Path) -> list[float]:
     from transformers import AutoModel
 
     bert = AutoModel.from_pretrained(model_dir, attn_implementation="eager").eval()
-    tokenizer = _load_tokenizer(model_dir)
+    tokenizer = load_tokenizer(model_dir / TOKENIZER_FILE)
     encoder = Encoder(staged, verify=False)
     cosines = []
     try:
         for text in AGREEMENT_SENTENCES:
-            feeds = {k: torch.from_numpy(v) for k, v in _feeds(tokenizer, text).items()}
+            feeds = {k: torch.from_numpy(v) for k, v in model_inputs(tokenizer, text).items()}
             with torch.no_grad():
                 hidden = bert(**feeds, output_hidden_states=True).hidden_states[TRUNK_LAYERS]
             expected = hidden[0].mean(dim=0).numpy()

@@ -46,6 +46,8 @@ __all__ = [
     "TOKENIZER_FILE",
     "TRUNK_OUTPUT",
     "Encoder",
+    "load_tokenizer",
+    "model_inputs",
     "sha256_file",
 ]
 
@@ -95,12 +97,22 @@ def _verify_models(model_path: Path, top_path: Path, manifest_path: Path) -> Non
             )
 
 
-def _load_tokenizer(path: Path) -> Tokenizer:
+def load_tokenizer(path: Path) -> Tokenizer:
     """Load the tokenizer set up for single texts: truncated to MAX_TOKENS, never padded."""
     tokenizer = Tokenizer.from_file(str(path))
     tokenizer.no_padding()
     tokenizer.enable_truncation(max_length=MAX_TOKENS)
     return tokenizer
+
+
+def model_inputs(tokenizer: Tokenizer, text: str) -> dict[str, np.ndarray]:
+    """The encoder's inputs for one text, a batch of one (as the model build feeds it too)."""
+    encoding = tokenizer.encode(text)
+    return {
+        "input_ids": np.array([encoding.ids], dtype=np.int64),
+        "attention_mask": np.array([encoding.attention_mask], dtype=np.int64),
+        "token_type_ids": np.array([encoding.type_ids], dtype=np.int64),
+    }
 
 
 def _open_session(path: Path, threads: int) -> ort.InferenceSession:
@@ -146,7 +158,7 @@ class Encoder:
             _verify_models(
                 model_path, _require(top_path, "ONNX router layers"), model_dir / MANIFEST_FILE
             )
-        self._tokenizer = _load_tokenizer(tokenizer_path)
+        self._tokenizer = load_tokenizer(tokenizer_path)
         self._top_path = top_path
         self._session: ort.InferenceSession | None = _open_session(model_path, threads)
         self._top: ort.InferenceSession | None = (
@@ -187,13 +199,7 @@ class Encoder:
         session = self._session
         if session is None:
             raise ClosedError("encoder")
-        encoding = self._tokenizer.encode(text)
-        feeds = {
-            "input_ids": np.array([encoding.ids], dtype=np.int64),
-            "attention_mask": np.array([encoding.attention_mask], dtype=np.int64),
-            "token_type_ids": np.array([encoding.type_ids], dtype=np.int64),
-        }
-        result: list[np.ndarray] = session.run(outputs, feeds)
+        result: list[np.ndarray] = session.run(outputs, model_inputs(self._tokenizer, text))
         return result
 
     def close(self) -> None:
