@@ -166,6 +166,26 @@ def test_reports_of_done_and_cancelled() -> None:
     assert reports_done("Done, paid the council tax") and not reports_done("done with the book?")
 
 
+@pytest.mark.parametrize(
+    ("text", "off"),
+    [
+        ("no need for the mat reminder, my sister gave me her old one", True),
+        ("she called back. And forget the video, she'll watch me in the session", True),
+        ("never mind the plumber, the landlord is sending someone", True),
+        ("don't forget the video for Marta", False),  # a request, not a cancellation
+    ],
+)
+def test_a_request_called_off_in_so_many_words_is_cancelled(text: str, off: bool) -> None:
+    found = clause_completions(text, [], NOW)
+    assert [c.status for c in found] == ([TaskStatus.CANCELLED] if off else [])
+
+
+def test_a_request_called_off_beside_a_plan_is_still_cancelled() -> None:
+    text = "Physio moved to the 3rd of April. And forget the video, she'll check my form then"
+    (off,) = clause_completions(text, extract(text, NOW).times, NOW)
+    assert off.status is TaskStatus.CANCELLED and "video" in off.action
+
+
 def _turn(text: str, *labels: Label, role: Role = Role.USER, turn_id: str = "t1") -> Turn:
     return Turn(turn_id, "s1", role, text, NOW, labels=labels)
 
@@ -185,6 +205,18 @@ def test_the_label_decides_the_type_and_the_parse_is_recorded() -> None:
     (task,) = [m for m in _built("dentist Thursday at 3", Label.WORKING) if isinstance(m, Task)]
     assert (fact.parse, rule.parse, task.parse) == (Parse.CLAUSE, Parse.CLAUSE, Parse.CLAUSE)
     assert task.due == datetime(2026, 4, 2, 15, 0, tzinfo=UTC)
+
+
+def test_a_chat_turn_routed_to_a_request_keeps_the_facts_said_beside_it() -> None:
+    text = "My landlord is Foxtons. Remind me to email them about the deposit on Friday"
+    built = _built(text, Label.WORKING)
+    assert [(f.relation, f.object.name) for f in built if isinstance(f, Fact)] == [
+        ("attribute:landlord", "Foxtons")
+    ]
+    assert [t.title for t in built if isinstance(t, Task)] == ["email them about the deposit"]
+    # a device's log line names its app before the colon: no fact of the user
+    log = "Calendar: Physio with Marta, Thu 2 Apr 10:00"
+    assert not [m for m in _built(log, Label.WORKING, role=Role.LOG) if isinstance(m, Fact)]
 
 
 def test_an_assistant_confirmation_opens_no_task_and_makes_no_generic_rule() -> None:

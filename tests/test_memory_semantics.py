@@ -108,6 +108,32 @@ class TestSupersession:
         service.ingest("u", turns)
         assert len(facts(service)) == 2
 
+    @pytest.mark.parametrize(
+        ("old", "update", "kept"),
+        [
+            (
+                "I take cetirizine for my hay fever",
+                "the cetirizine made me drowsy so I switched to fexofenadine",
+                "fexofenadine",
+            ),
+            (
+                "I bank with Lloyds",
+                "Lloyds kept charging fees so I moved my account to Monzo",
+                "Monzo",
+            ),
+            (  # "instead" makes an update too
+                "I swim on Tuesdays at the lido",
+                "the lido closed for winter, I'm swimming at the leisure centre instead",
+                "swimming at the leisure centre",
+            ),
+        ],
+    )
+    def test_an_update_that_names_the_old_value_closes_it(
+        self, service: MemoryService, old: str, update: str, kept: str
+    ) -> None:
+        say(service, old, update, "I love hiking")
+        assert [o for _, o, _ in relation_objects(facts(service))] == [kept, "hiking"]
+
     def test_undo_reopens_the_superseded_fact(self, service: MemoryService) -> None:
         say(service, "I live in Oslo", "I moved to Berlin")
         old, new = facts(service, history=True)

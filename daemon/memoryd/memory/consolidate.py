@@ -185,7 +185,9 @@ def _fold_fact(fact: Fact, view: MemoryView, out: Consolidation) -> bool:
     current one it names and is stored closed. An update ("switched to oat milk", "not doing
     16:8 anymore") closes every current value of its relation, and in any relation the
     current values of the same kind: the same head word ("whole milk" for "oat milk"), or, for
-    a negated update, any shared content word."""
+    a negated update, any shared content word; and the values its sentence names outside its
+    own ("the lido closed, I'm swimming at the leisure centre instead" closes "swims at the
+    lido")."""
     base = base_relation(fact.relation)
     exclusive = base in EXCLUSIVE_RELATIONS or (fact.update and base not in BROAD_RELATIONS)
     ended = fact.valid_to is not None
@@ -207,7 +209,9 @@ def _fold_fact(fact: Fact, view: MemoryView, out: Consolidation) -> bool:
     if fact.update and not restated:
         seen = {f.id for f in family}
         for old in view.current_facts_of(fact.subject):
-            if old.id not in seen and old.id != fact.id and _same_kind(old, fact, words):
+            if old.id in seen or old.id == fact.id:
+                continue
+            if _same_kind(old, fact, words) or _named_by_update(old, fact, words):
                 _close(old, fact, out)
     return restated
 
@@ -215,6 +219,16 @@ def _fold_fact(fact: Fact, view: MemoryView, out: Consolidation) -> bool:
 def _close(old: Fact, new: Fact, out: Consolidation) -> None:
     closed = dataclasses.replace(old, valid_to=new.valid_from, superseded_by=new.id)
     out.update(closed, "superseded", new.id)
+
+
+def _named_by_update(old: Fact, new: Fact, words: set[str]) -> bool:
+    """Whether the sentence of an update ``new`` names the value of ``old`` it replaces, a
+    word of it that is not in the new value ("the cetirizine made me drowsy, switched to
+    fexofenadine", "cut the thursday class, doing saturday instead")."""
+    if not polarity(old):
+        return False
+    named = set(content_words(old.object.name)) & set(content_words(new.text))
+    return bool(named - words)
 
 
 def _same_kind(old: Fact, new: Fact, words: set[str]) -> bool:

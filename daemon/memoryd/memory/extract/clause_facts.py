@@ -166,7 +166,8 @@ _FACT_CLAUSES = rx(
     r"not|she's|he's|they're|she|he|they)\b)|\s+(?:and|but|so)\s+(?=(?:I|I'm|I've|my|we|we're|our)\b)|\s+[—–]\s+"
 )
 _NO_MORE = rx(r"^(?:and\s+)?(?:no\s+more|not\s+any\s+more|not)\s+(?P<rest>.+)$")
-_NOW = rx(r"\b(?:now|these\s+days|nowadays)\b")
+# "I'm at the gym in Newtown now", "doing saturday 9am instead": the value replaces the old one
+_UPDATE_CUE = rx(r"\b(?:now|these\s+days|nowadays|instead)\b")
 _NEGATED_CHANGE = rx(r"\b(?:no\s+longer|not\s+\w+(?:\s+\w+)?\s+any\s*more|anymore|any\s+more)\b")
 _ENDED = rx(
     r"\b(?:used\s+to|until\s+(?:last|recently|\d{4}|a\s+few|this)|up\s+until|back\s+then|"
@@ -303,7 +304,7 @@ def _clause_fact(
             previous or "uses", _clean(no_more["rest"]), s, negated=True, update=True, clause=text
         )
     negated_change = _NEGATED_CHANGE.search(text) is not None
-    update = negated_change or bool(_NOW.search(text))
+    update = negated_change or bool(_UPDATE_CUE.search(text))
     found = [(p, m) for p in _CLAUSE_PATTERNS if (m := p.search(text))]
     for pattern, m in sorted(found, key=lambda pm: pm[1].start()):  # the clause's own subject
         if CONDITIONAL.search(text, 0, m.start("rest")):
@@ -365,7 +366,9 @@ def _read(
     if pattern is _BE:
         negated = obj.lower().startswith(("not ", "no longer ")) or negated_change
         obj = re.sub(r"^(?:not|no\s+longer)\s+", "", obj, flags=re.IGNORECASE)
-        return _fact("is", obj, s, negated=negated, kind=EntityType.OTHER, clause=m.string)
+        return _fact(
+            "is", obj, s, negated=negated, kind=EntityType.OTHER, update=update, clause=m.string
+        )
     before = m.string[: m.start()].split()
     if before and before[-1][:1].isupper() and before[-1].lower() not in _OPENERS:
         return None  # "my CFA Level I exam": a name, not the speaker

@@ -102,6 +102,12 @@ _CANCEL = rx(
     r"\b(?:cancel(?:led|ed)?|call(?:ed)?\s+off|scrap(?:ped)?|drop(?:ped)?|skip(?:ped)?|"
     r"no\s+need\s+to|don't\s+need\s+to|(?:is|are|'s)\s+(?:cancelled|canceled|off))\b"
 )
+_CALLED_OFF = rx(
+    r"\b(?:no\s+need\s+(?:for|to)|(?:don't|do\s+not)\s+(?:need\s+(?:it|that|the|to)|bother)|"
+    r"never\s+mind|not\s+needed|no\s+longer\s+need|(?<!don't\s)(?<!not\s)(?<!never\s)"
+    r"(?<!n't\s)forget\s+(?:about\s+)?(?:the|that|it|my)\b)"
+)
+"""A request called off in so many words ("no need for the mat reminder", "forget the video")."""
 _ASKS = rx(
     r"\b(?:remind|ping|nudge|alert|don't\s+(?:let\s+me\s+)?forget|make\s+sure|remember\s+to|"
     r"(?:can|could|would|will)\s+you|please|need\s+to|have\s+to|got\s+to|gotta|must|"
@@ -267,16 +273,22 @@ def _asking(sentences: list[Sentence], times: list[TimeMention]) -> Sentence:
 def clause_completions(text: str, times: list[TimeMention], now: datetime) -> list[Completion]:
     """A report that something is done or called off ("got the JR Pass, that one's done",
     "paid it", "skip the dentist, it's cancelled", or a short line opening with a past verb:
-    "entered wilmslow 👍"), as one completion whose action is the report itself; consolidation
-    matches it to the open task it shares most words with. None when the turn names a time
-    ahead (a plan, not a report) or asks a question."""
+    "entered wilmslow 👍"; "no need for the mat reminder", "forget the video"), as one
+    completion whose action is the report itself; consolidation matches it to the open task it
+    shares most words with. A time ahead makes a plan, not a report: in the turn (the sentence,
+    for a request called off in so many words); a question is no report either."""
     sentences = [s for s in sentences_of(text) if not s.question]
-    if not sentences or any(t.value > now for t in times):
-        return []
+    plans = any(t.value > now for t in times)
     for s in sentences:
+        called_off = _CALLED_OFF.search(s.text)
+        if called_off and any(s.start <= t.start < s.end and t.value > now for t in times):
+            continue
+        if plans and not called_off:
+            continue
         short_past = len(s.text.split()) <= MAX_REPORT_WORDS and _PAST_REPORT.match(s.text)
-        if _DONE_REPORT.search(s.text) or short_past:
-            status = TaskStatus.CANCELLED if _CANCEL.search(s.text) else TaskStatus.DONE
+        if _DONE_REPORT.search(s.text) or short_past or called_off:
+            cancelled = called_off or _CANCEL.search(s.text)
+            status = TaskStatus.CANCELLED if cancelled else TaskStatus.DONE
             action = shorten(OPENING_FILLER.sub("", s.text).strip(" .!"), 120)
             return [Completion(action, now, text, status, Parse.CLAUSE)]
     return []
