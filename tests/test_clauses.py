@@ -16,6 +16,7 @@ from memoryd.memory.extract import (
     clause_tasks,
     extract,
     reports_done,
+    with_referent,
 )
 from memoryd.models import Fact, Label, Parse, Role, Rule, Task, TaskStatus, Turn
 
@@ -186,6 +187,43 @@ def test_a_request_called_off_beside_a_plan_is_still_cancelled() -> None:
     assert off.status is TaskStatus.CANCELLED and "video" in off.action
 
 
+@pytest.mark.parametrize(
+    ("title", "text", "expected"),
+    [
+        (
+            "send them on my lunch break",
+            "kemi needs 3 months of payslips. remind me at 12:30 to send them on my lunch break",
+            "send them on my lunch break (kemi needs 3 months of payslips)",
+        ),
+        (  # an aside is left out, and the clauses nearest the request are kept
+            "email them about it",
+            "the rent is going up in April and the agency charged me a £35 late fee (my bank's "
+            "fault). remind me to email them about it by tuesday",
+            "email them about it (the rent is going up in April, the agency charged me a £35 late "
+            "fee)",
+        ),
+        (
+            "morning",
+            "so I need to finish the grant report, it's due friday. remind me that morning at 9",
+            "morning (I need to finish the grant report, it's due friday)",
+        ),
+        ("buy oat milk", "remind me to buy oat milk", "buy oat milk"),  # it names its thing
+        ("call it in", "remind me to call it in", "call it in"),  # nothing before to name it
+    ],
+)
+def test_a_title_that_only_points_gets_the_clauses_that_name_its_thing(
+    title: str, text: str, expected: str
+) -> None:
+    assert with_referent(title, text) == expected
+
+
+def test_a_report_beside_a_request_still_opens_the_task() -> None:
+    text = "sent the thank-you emails. they want a case study by friday, remind me to get it done"
+    tasks = [m for m in _built(text, Label.WORKING) if isinstance(m, Task)]
+    assert [t.status for t in tasks] == [TaskStatus.PENDING, TaskStatus.DONE]
+    assert "case study" in tasks[0].title
+
+
 def _turn(text: str, *labels: Label, role: Role = Role.USER, turn_id: str = "t1") -> Turn:
     return Turn(turn_id, "s1", role, text, NOW, labels=labels)
 
@@ -213,7 +251,9 @@ def test_a_chat_turn_routed_to_a_request_keeps_the_facts_said_beside_it() -> Non
     assert [(f.relation, f.object.name) for f in built if isinstance(f, Fact)] == [
         ("attribute:landlord", "Foxtons")
     ]
-    assert [t.title for t in built if isinstance(t, Task)] == ["email them about the deposit"]
+    assert [t.title for t in built if isinstance(t, Task)] == [
+        "email them about the deposit (My landlord is Foxtons)"
+    ]
     # a device's log line names its app before the colon: no fact of the user
     log = "Calendar: Physio with Marta, Thu 2 Apr 10:00"
     assert not [m for m in _built(log, Label.WORKING, role=Role.LOG) if isinstance(m, Fact)]

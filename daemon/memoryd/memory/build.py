@@ -56,6 +56,7 @@ from memoryd.memory.extract import (
     entity_id,
     is_health_related,
     reports_done,
+    with_referent,
 )
 from memoryd.models import (
     Entity,
@@ -262,13 +263,17 @@ def _rule_candidates(turn: Turn, extraction: Extraction, labels: set[Label]) -> 
 def _task_candidates(
     turn: Turn, extraction: Extraction, labels: set[Label], done: list[Completion]
 ) -> list[TaskCandidate]:
-    """The pattern to-dos; for a working turn with none and nothing reported ``done`` (its
-    completions, :func:`_completions`), the clause reading. An assistant's reply opens no task
-    ("Reminder set for 5 pm" confirms the user's); its completions and cancellations count."""
+    """The pattern to-dos; for a working turn with none, the clause reading, unless the turn
+    reports something ``done`` (its completions, :func:`_completions`) and asks for no reminder
+    ("sent the thank-yous. remind me to get the case study done" asks for one). An
+    assistant's reply opens no task ("Reminder set for 5 pm" confirms the user's); its
+    completions and cancellations count."""
     if turn.role is Role.ASSISTANT:
         return []
-    if extraction.tasks or done or Label.WORKING not in labels:
+    if extraction.tasks or Label.WORKING not in labels:
         return extraction.tasks
+    if done and not _REMINDER.search(turn.text):
+        return []
     return clause_tasks(turn.text, extraction.times, turn.local_ts)
 
 
@@ -363,8 +368,9 @@ def _completions(turn: Turn, extraction: Extraction, labels: set[Label]) -> list
 def _tasks(
     turn: Turn, candidates: list[TaskCandidate], completions: list[Completion]
 ) -> list[Memory]:
-    """Open to-dos (pending at the turn's time) and reported completions (done, or cancelled,
-    at their time)."""
+    """Open to-dos (pending at the turn's time; a title that only points at its thing gets the
+    clauses that name it, :func:`with_referent`) and reported completions (done, or
+    cancelled, at their time)."""
     tasks: list[Memory] = []
     for i, c in enumerate(candidates):
         state = State(
@@ -376,8 +382,9 @@ def _tasks(
         )
         task_id = memory_id("task", turn.turn_id, "task", i)
         due = None if c.due is None else c.due.astimezone(UTC)
+        title = with_referent(c.title, turn.text)
         tasks.append(
-            Task(task_id, turn.turn_id, c.title, c.text, due=due, states=[state], parse=c.parse)
+            Task(task_id, turn.turn_id, title, c.text, due=due, states=[state], parse=c.parse)
         )
     for i, done in enumerate(completions):
         state = State(

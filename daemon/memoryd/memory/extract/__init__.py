@@ -43,6 +43,7 @@ from memoryd.memory.extract.tasks import (
     sentence_completions,
     sentence_tasks,
     when_reminded,
+    with_referent,
 )
 from memoryd.memory.timeparse import TimeMention, find_times
 
@@ -64,6 +65,7 @@ __all__ = [
     "is_health_related",
     "related_drug_terms",
     "reports_done",
+    "with_referent",
 ]
 
 

@@ -16,6 +16,7 @@ from memoryd.memory.extract.sentences import (
     LEADING_DET,
     LIST_SPLIT,
     NON_OBJECTS,
+    OPENING_FILLER,
     PRONOUN_I,
     TRAILING_FILLER,
     Sentence,
@@ -26,6 +27,7 @@ from memoryd.memory.extract.sentences import (
 )
 from memoryd.memory.timeparse import TimeMention
 from memoryd.models import Parse, TaskStatus
+from memoryd.text import content_tokens
 
 __all__ = [
     "CLAUSE_WORDS",
@@ -39,6 +41,7 @@ __all__ = [
     "requested_reminder",
     "sentence_completions",
     "sentence_tasks",
+    "with_referent",
 ]
 
 
@@ -467,3 +470,38 @@ def when_reminded(
                 out[i], due=due_time(local[0], now, _after(sentence, local[0]))
             )
     return out
+
+
+REFERENT_CHARS = 80
+"""The most of the clauses before a request that a title takes as its referent."""
+_POINTING = rx(r"\b(?:it|them|this|that|those|these|one|there)\b")
+_ASKING_MARK = rx(
+    r"\b(?:(?:can|could|would|will)\s+you\s+(?:please\s+)?)?(?:please\s+)?(?:remind|ping|nudge)\s+"
+    r"me\b|\bdon't\s+let\s+me\s+forget\b|\bmake\s+sure\b"
+)
+_ASIDE = re.compile(r"\s*\([^)]*\)")
+_REFERENT_SPLIT = re.compile(r"\s*[,;]\s+|\s+(?:and|but)\s+")
+
+
+def with_referent(title: str, text: str) -> str:
+    """A to-do's title that only points at its thing ("send them on my lunch break", "remind
+    me that morning at 10") with the clauses before the request that name it, up to
+    ``REFERENT_CHARS``: "send them on my lunch break (kemi needs 3 months of payslips)"."""
+    if len(content_tokens(title)) >= 2 and not _POINTING.search(title):
+        return title
+    at = text.lower().find(title.lower())
+    marks = list(_ASKING_MARK.finditer(text, 0, at if at >= 0 else len(text)))
+    if not marks:
+        return title
+    before = text[: marks[-1].start()]
+    sentence = re.split(r"[.!?]+\s+", _ASIDE.sub("", before).strip(" ,;.!?"))[-1]
+    pieces = [p for p in _REFERENT_SPLIT.split(sentence) if p.strip()]
+    taken: list[str] = []
+    for piece in reversed(pieces):
+        if taken and len(", ".join([piece, *taken])) > REFERENT_CHARS:
+            break
+        taken.insert(0, piece.strip())
+    referent = OPENING_FILLER.sub("", ", ".join(taken)).strip(" ,")
+    if len(content_tokens(referent)) < 2:
+        return title
+    return f"{title} ({shorten(referent, REFERENT_CHARS)})"
