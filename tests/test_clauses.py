@@ -120,6 +120,38 @@ def test_clause_rules_read_trigger_and_action(
     assert (rule.conditions, rule.actions, rule.parse) == (conditions, actions, Parse.CLAUSE)
 
 
+@pytest.mark.parametrize(
+    ("text", "conditions", "actions"),
+    [
+        (  # read by the clause reader
+            "before I renew any insurance remind me to check the comparison sites first, we said",
+            ["before I renew any insurance"],
+            ["remind me to check the comparison sites first"],
+        ),
+        (
+            "whenever I message you in French please fix my grammar, even the accents",
+            ["I message you in French"],
+            ["please fix my grammar"],
+        ),
+    ],
+)
+def test_a_request_inside_the_trigger_is_the_action(
+    text: str, conditions: list[str], actions: list[str]
+) -> None:
+    (rule,) = clause_rules(text)
+    assert (rule.conditions, rule.actions) == (conditions, actions)
+
+
+def test_the_rule_patterns_find_the_request_inside_the_trigger_too() -> None:
+    text = "whenever I message you in French please fix my grammar, even the accents"
+    (rule,) = extract(text, NOW).rules
+    assert (rule.conditions, rule.actions, rule.parse) == (
+        ["I message you in French"],
+        ["please fix my grammar"],
+        Parse.PATTERN,
+    )
+
+
 def test_a_rule_without_a_trigger_is_a_standing_one() -> None:
     (rule,) = clause_rules("No more than two coffees for me, whatever I say")
     assert (rule.conditions, rule.parse) == (["always"], Parse.GENERIC)

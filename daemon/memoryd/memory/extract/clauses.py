@@ -18,7 +18,12 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
-from memoryd.memory.extract.rules import RuleCandidate, rule_tags, steps
+from memoryd.memory.extract.rules import (
+    RuleCandidate,
+    request_in_condition,
+    rule_tags,
+    steps,
+)
 from memoryd.memory.extract.sentences import (
     OPENING_FILLER,
     Sentence,
@@ -185,7 +190,7 @@ def _prefix_rule(clause: str, text: str) -> RuleCandidate | None:
     for pattern in (_RULE_PREFIX_COMMA, _RULE_PREFIX):
         m = pattern.match(clause)
         if m and (m["cond"].strip() or _TIME_TRIGGER.match(m["kw"])):
-            cond, act = _second_subject(m["cond"], m["act"])
+            cond, act = _second_subject(*request_in_condition(m["cond"], m["act"]))
             return _rule(m["kw"], cond, act, text)
     return None
 

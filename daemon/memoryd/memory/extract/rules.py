@@ -17,7 +17,14 @@ from memoryd.memory.extract.names import canonical_name
 from memoryd.memory.extract.sentences import FUNCTION_WORDS, IMPERATIVES, Sentence, rx, shorten
 from memoryd.models import Parse
 
-__all__ = ["MAX_RULE_TAGS", "RuleCandidate", "rule_tags", "sentence_rules", "steps"]
+__all__ = [
+    "MAX_RULE_TAGS",
+    "RuleCandidate",
+    "request_in_condition",
+    "rule_tags",
+    "sentence_rules",
+    "steps",
+]
 
 
 @dataclass(frozen=True)
@@ -52,6 +59,16 @@ _R_POSTFIX = rx(
 
 # A postfix "before/after X" makes a rule only after a standing instruction.
 _R_ADVICE = rx(r"^\s*(?:always|never|remember\s+to|make\s+sure)\b")
+
+
+# A request inside what was read as the condition: "whenever I book a hotel pls remind me to
+# add my Bonvoy number, I keep losing the points" has its action at "pls remind me", not after
+# the comma.
+_REQUEST_IN_CONDITION = rx(
+    r"\s+(?=(?:(?:can|could|would|will)\s+(?:you|u)\s+)?(?:(?:please|pls|plz)\s+)?"
+    r"(?:remind|ping|nudge|alert)\s+me\b|(?:please|pls|plz)\s+\w|give\s+me\s+a\s+"
+    r"(?:nudge|shout|reminder|ping)\b|make\s+sure\b|don't\s+let\s+me\b)"
+)
 
 
 _R_ARROW = re.compile(r"\s*(?:->|→|=>)\s*")
@@ -138,7 +155,7 @@ def _clause_rule(s: str, keep_else: bool) -> RuleCandidate | None:
     m = _R_PREFIX.match(s) or _R_POSTFIX.match(s)
     if m is None:
         return None
-    cond, act = m["cond"], m["act"]
+    cond, act = request_in_condition(m["cond"], m["act"])
     # The else-branch ends the sentence: after the actions (prefix) or the condition (postfix).
     if m.re is _R_PREFIX:
         act, otherwise = _split_else(act)
@@ -159,6 +176,16 @@ def _clause_rule(s: str, keep_else: bool) -> RuleCandidate | None:
     if branch and (not _is_action(branch[0]) or _R_PAST.search(otherwise)):
         branch = []
     return _rule(conditions, actions, branch, s)
+
+
+def request_in_condition(cond: str, act: str) -> tuple[str, str]:
+    """The condition and action of a trigger clause, moved to the request when one sits inside
+    what was read as the condition; what followed it (a reason, "I keep losing the points")
+    is no step."""
+    m = _REQUEST_IN_CONDITION.search(cond)
+    if m is None or not cond[: m.start()].strip():
+        return cond, act
+    return cond[: m.start()], cond[m.end() :]
 
 
 def _split_else(text: str) -> tuple[str, str]:
