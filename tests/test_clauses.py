@@ -57,6 +57,11 @@ def _tasks(text: str) -> list[tuple[str, str | None]]:
             [("uses", "oat milk", False), ("uses", "whole milk", True)],
         ),
         ("I rescheduled the driving test to June 3", [("attribute:driving test", "June 3", False)]),
+        (  # one fact per "X is Y" of a comma list; "dr." typed lowercase ends no sentence
+            "our vet is dr. Patel, the clinic is on Mill Road",
+            [("attribute:vet", "dr. Patel", False), ("attribute:clinic", "on Mill Road", False)],
+        ),
+        ("Marta Diaz is my new landlord now", [("attribute:landlord", "Marta Diaz", False)]),
     ],
 )
 def test_clause_facts_read_subject_verb_and_value(text: str, expected: list) -> None:

@@ -90,6 +90,12 @@ _MY = rx(
     r"who|which|here|you|i|we|everything|nothing|something)\b))(?P<noun>[\w'-]+(?:\s+[\w'-]+){0,3}?)(?:'s|\s+is|\s+are|\s+was|"
     r"\s+were|\s+has|\s+=|:)\s+(?P<rest>.+)$"
 )
+# "Dr. Bakker is my supervisor now", "Foxtons is our letting agent": a name is the value.
+_NAME_IS_MY = re.compile(
+    r"(?:^|(?<=\s))(?P<value>[A-Z][\w.'&-]*(?:\s+(?:[A-Z][\w.'&-]*|de|van|von|da|del|le))*)\s+"
+    r"(?:is|'s)\s+(?:now\s+)?(?:[Mm]y|[Oo]ur)\s+(?:new\s+)?(?P<noun>[a-z][\w'-]*(?:\s+[a-z][\w'-]*)?)"
+    r"(?P<rest>)\b"
+)
 _MY_CLAUSE = rx(
     r"(?<![\w'])(?:my|our)\s+(?P<noun>[\w'-]+(?:\s+[\w'-]+)?)\s+(?P<rest>(?:\w+s|\w+ed|"
     r"can|can't|will|won't|doesn't|don't|never|always|usually|only)\b.+)$"
@@ -163,7 +169,9 @@ _OPENERS = frozenset(
 _STOP_VERBS = frozenset({"stop", "quit", "drop", "ditch", "cancel"})
 _FACT_CLAUSES = rx(
     r"\s*[,;]\s+(?:and\s+|but\s+|so\s+)?(?=(?:I|I'm|I've|I'd|my|we|we're|we've|our|no\s+more|"
-    r"not|she's|he's|they're|she|he|they)\b)|\s+(?:and|but|so)\s+(?=(?:I|I'm|I've|my|we|we're|our)\b)|\s+[—–]\s+"
+    r"not|she's|he's|they're|she|he|they)\b)|\s+(?:and|but|so)\s+(?=(?:I|I'm|I've|my|we|we're|our)\b)|\s+[—–]\s+|"
+    r"\s*,\s+(?=(?:the\s+|my\s+|our\s+)?[a-z][\w'-]*(?:\s+[a-z][\w'-]*)?\s+(?:is|are)\s)|"
+    r"\s+(?:and|but|so)\s+(?=[A-Z][\w.'-]*(?:\s+[A-Z][\w.'-]*)*\s+(?:is|'s)\s+(?:now\s+)?(?:my|our)\s)"
 )
 _NO_MORE = rx(r"^(?:and\s+)?(?:no\s+more|not\s+any\s+more|not)\s+(?P<rest>.+)$")
 # "I'm at the gym in Newtown now", "doing saturday 9am instead": the value replaces the old one
@@ -315,7 +323,7 @@ def _clause_fact(
     return None
 
 
-_CLAUSE_PATTERNS = (_BE, _VERB_CLAUSE, _MY, _MY_CLAUSE, _THIRD)
+_CLAUSE_PATTERNS = (_NAME_IS_MY, _BE, _VERB_CLAUSE, _MY, _MY_CLAUSE, _THIRD)
 """Ties on position go in this order."""
 
 
@@ -349,6 +357,11 @@ def _read(
 ) -> FactCandidate | str | None:
     """The fact one clause pattern's match states ("event" for a past event, "verdict" for how
     one feels or what one thinks of a thing)."""
+    if pattern is _NAME_IS_MY:
+        if _names_nobody(m["value"].split()[0]):
+            return None
+        noun = canonical_name(_TRAIL.sub("", m["noun"]))
+        return _fact(f"attribute:{noun}", m["value"], s, update=update, clause=m.string)
     obj = _clean(m["rest"])
     if _VERDICT.match(obj):
         return "verdict"

@@ -95,7 +95,7 @@ def rx(pattern: str) -> re.Pattern[str]:
 _SENTENCE_END = re.compile(r"[.!?]+(?=\s|$)|\n+")
 
 
-_ABBREVIATION = re.compile(r"(?:\b(?:Dr|Mr|Mrs|Ms|St|Prof|vs|etc)|\b[ap]\.m)$")
+_ABBREVIATION = re.compile(r"(?:\b(?:Dr|Mr|Mrs|Ms|St|Prof|vs|etc)|\b[ap]\.m)$", re.IGNORECASE)
 
 
 CONDITIONAL = rx(
