@@ -187,6 +187,21 @@ def test_clause_tasks_read_the_request_and_its_due_time(text: str, expected: tup
     assert _tasks(text) == [expected]
 
 
+def test_each_reminder_asked_for_is_a_task_due_when_the_request_says() -> None:
+    text = (
+        "Stretch every morning. And remind me Friday to book the dentist. "
+        "Also remind me to call Sam on Sunday"
+    )
+    assert _tasks(text) == [
+        ("book the dentist", "2026-04-03T00:00:00+00:00"),
+        ("call Sam", "2026-04-05T00:00:00+00:00"),
+    ]
+    # the time after the request is its due time, and a one-word action is still the title
+    assert _tasks("entries close April 20, remind me to enter on April 10") == [
+        ("enter", "2026-04-10T00:00:00+00:00")
+    ]
+
+
 def test_a_past_weekday_or_ordinal_is_due_next_time() -> None:
     x = extract("Remind me on the 28th to pay the window cleaner", NOW)
     (task,) = x.tasks

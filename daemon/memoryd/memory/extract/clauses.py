@@ -35,6 +35,7 @@ from memoryd.memory.extract.sentences import (
 from memoryd.memory.extract.tasks import Completion, TaskCandidate, due_time, tidy_title
 from memoryd.memory.timeparse import TimeMention
 from memoryd.models import Parse, TaskStatus
+from memoryd.text import content_tokens
 
 __all__ = ["clause_completions", "clause_rules", "clause_tasks", "reports_done"]
 
@@ -135,6 +136,11 @@ _PAST_REPORT = rx(
     r"left|set|hung|fixed)\b(?!\s+(?:to|that|if|about)\b)"
 )
 _LOG_PREFIX = re.compile(r"^\s*(?:log\s*:\s*)?(?:\[[^\]]{1,30}\]\s*)?(?:[\w .-]{1,24}:\s+)?")
+_WHEN_WORDS = frozenset(
+    "that this then morning afternoon evening night day week time later tomorrow tonight "
+    "beforehand before after it".split()
+)
+"""Words of a request that only say when ("remind me that morning"): no action of its own."""
 _TITLE_STOP = rx(
     r"\s*[,;!?()]|\s+[-–—]\s+|\s+(?:because|cause|since|so\s+that|so|but|which|otherwise|or\s+else|"
     r"if\s+(?:not|possible)|please)\b"
@@ -233,7 +239,7 @@ def _title(s: Sentence, times: list[TimeMention]) -> str:
     mark = _REQUEST_MARK.search(text)
     if mark:
         after = _cut(text[mark.end() :], offset + mark.end(), times)
-        if len(after.split()) >= 2 or mark.start() == 0:
+        if set(content_tokens(after)) - _WHEN_WORDS or mark.start() == 0:
             return after
         return _cut(text[: mark.start()], offset, times)
     m = _REQUEST.match(text)
@@ -247,22 +253,31 @@ def _cut(what: str, at: int, times: list[TimeMention]) -> str:
 
 
 def clause_tasks(text: str, times: list[TimeMention], now: datetime) -> list[TaskCandidate]:
-    """One task from the turn's request: the sentence that asks ("remind me…", "can you…",
-    "make sure I…"), else one that names a time, else the first; its action is the title and
-    its first upcoming time the due time (else its first time). ``generic`` when the request
+    """One task per sentence that asks for a reminder in so many words ("remind me…", "make
+    sure I…"); with none, one from the sentence that asks at all ("can you…", "need to…"),
+    else one that names a time, else the first. The action is the title; the due time is the
+    request's first upcoming time, those after its request mark first ("registration closes
+    April 2, remind me to register on March 30" is due March 30). ``generic`` when the request
     leaves no title."""
     sentences = sentences_of(text)
     if not sentences:
         return []
-    s = _asking(sentences, times)
+    asking = [s for s in sentences if _REQUEST_MARK.search(s.text)] or [_asking(sentences, times)]
+    return [_task(s, text, times, now) for s in asking]
+
+
+def _task(s: Sentence, text: str, times: list[TimeMention], now: datetime) -> TaskCandidate:
+    mark = _REQUEST_MARK.search(s.text)
+    after = s.start + mark.end() if mark else s.start
     local = [t for t in times if s.start <= t.start < s.end] or times
+    local = [t for t in local if t.start >= after] + [t for t in local if t.start < after]
     upcoming = [t for t in local if t.value >= now.replace(hour=0, minute=0, second=0)]
     due_from = upcoming or local
     due = due_time(due_from[0], now, text[due_from[0].end :]) if due_from else None
     title = _title(s, times)
     if title and not (_CANCEL.search(s.text) and not _TO_CANCEL.search(s.text)):
-        return [TaskCandidate(shorten(title, 120), due, text, Parse.CLAUSE)]
-    return [TaskCandidate(shorten(s.text, 120), due, text, Parse.GENERIC)]
+        return TaskCandidate(shorten(title, 120), due, text, Parse.CLAUSE)
+    return TaskCandidate(shorten(s.text, 120), due, text, Parse.GENERIC)
 
 
 def _asking(sentences: list[Sentence], times: list[TimeMention]) -> Sentence:
