@@ -62,6 +62,11 @@ def _tasks(text: str) -> list[tuple[str, str | None]]:
             [("attribute:vet", "dr. Patel", False), ("attribute:clinic", "on Mill Road", False)],
         ),
         ("Marta Diaz is my new landlord now", [("attribute:landlord", "Marta Diaz", False)]),
+        (  # "and" before another subject and its verb ends the clause; an emoji is no value
+            "the council is putting the parking permit up to £90 from May 😤 and the office "
+            "charged me twice",
+            [("attribute:parking permit", "£90 from May", False)],
+        ),
     ],
 )
 def test_clause_facts_read_subject_verb_and_value(text: str, expected: list) -> None:

@@ -172,6 +172,8 @@ _FACT_CLAUSES = rx(
     r"not|she's|he's|they're|she|he|they)\b)|\s+(?:and|but|so)\s+(?=(?:I|I'm|I've|my|we|we're|our)\b)|\s+[—–]\s+|"
     r"\s*,\s+(?=(?:the\s+|my\s+|our\s+)?[a-z][\w'-]*(?:\s+[a-z][\w'-]*)?\s+(?:is|are)\s)|"
     r"\s+(?:and|but|so)\s+(?=[A-Z][\w.'-]*(?:\s+[A-Z][\w.'-]*)*\s+(?:is|'s)\s+(?:now\s+)?(?:my|our)\s)"
+    r"|\s+(?:and|but)\s+(?=(?:the\s+|my\s+|our\s+)?[a-z][\w'-]*\s+"
+    r"(?:[a-z]+ed|has|have|is|are|was|were)\s)"
 )
 _NO_MORE = rx(r"^(?:and\s+)?(?:no\s+more|not\s+any\s+more|not)\s+(?P<rest>.+)$")
 # "I'm at the gym in Newtown now", "doing saturday 9am instead": the value replaces the old one
@@ -197,10 +199,13 @@ _TRAIL_TIME = rx(
 )
 
 
+_EMOJI = re.compile("[\U0001f000-\U0001faff\u2600-\u27bf\ufe0f]+")
+
+
 def _clean(phrase: str) -> str:
     """The object phrase up to its clause's end, without fillers and determiners. Times stay:
     in a fact they are often the value ("my painting time is Sunday mornings")."""
-    phrase = _OBJECT_END.split(phrase, maxsplit=1)[0]
+    phrase = _EMOJI.sub("", _OBJECT_END.split(phrase, maxsplit=1)[0])
     phrase = _TRAIL.sub("", _TRAIL_TIME.sub("", phrase.strip(" .,'\"-"))).strip(" .,'\"-")
     return LEADING_DET.sub("", phrase).strip(" .,'\"-")
 
