@@ -116,6 +116,17 @@ def test_ended_and_current_states() -> None:
             ["every friday evening"],
             ["send me the week's expenses"],
         ),
+        ("On Sunday evenings, water the ferns", ["on sunday evenings"], ["water the ferns"]),
+        (  # a trigger after a short lead still opens the rule
+            "And the night before any flight, remind me to check in online",
+            ["the night before any flight"],
+            ["remind me to check in online"],
+        ),
+        (
+            "In general, whenever a friend has a baby, give me a heads-up to send flowers",
+            ["a friend has a baby"],
+            ["give me a heads-up to send flowers"],
+        ),
         (
             "bread machine: flour first, then water, then the yeast on top",
             ["bread machine"],

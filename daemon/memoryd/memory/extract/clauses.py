@@ -15,6 +15,7 @@ applies ``always``, a task is titled by the request.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from datetime import datetime
 
@@ -44,9 +45,11 @@ _TRIGGER = (
     r"(?:if|when|whenever|every\s+time|each\s+time|any\s*time|as\s+soon\s+as|once|in\s+case|"
     r"unless|before|after|during|while|until|for\s+(?:anything|any|everything|all)\b|"
     r"on\s+(?:the\s+)?(?:days\b|(?:\w+\s+){1,2}days|"
-    r"(?:mon|tues|wednes|thurs|fri|satur|sun)days|weekends|weekdays)|every\s+(?:\w+\s+)?"
-    r"(?:morning|evening|night|day|week|weekday|weekend|month|year|monday|tuesday|wednesday|"
-    r"thursday|friday|saturday|sunday)s?|each\s+(?:morning|evening|night|day|week|month)|"
+    r"(?:mon|tues|wednes|thurs|fri|satur|sun)days|weekends|weekdays|(?:(?:mon|tues|wednes|"
+    r"thurs|fri|satur|sun)day|weekday|weekend)\s+(?:mornings|afternoons|evenings|nights))|"
+    r"every\s+(?:\w+\s+)?(?:morning|evening|night|day|week|weekday|weekend|month|year|monday|"
+    r"tuesday|wednesday|thursday|friday|saturday|sunday)s?|each\s+(?:morning|evening|night|day|"
+    r"week|month)|"
     r"at\s+the\s+(?:start|end)\s+of\s+(?:each|every|the)\s+\w+|on\s+the\s+(?:first|last)\s+\w+)"
 )
 _RULE_PREFIX_COMMA = rx(
@@ -180,6 +183,13 @@ def _sentence_rule(s: Sentence) -> RuleCandidate | None:
     if m and not _ACK.match(m["cond"]):
         return _rule("", m["cond"], m["act"], s.text)
     m = _RULE_POSTFIX.match(text)
+    if m and len(m["act"].split()) <= MAX_LEAD_WORDS:
+        found = _prefix_rule(text[m.start("kw") :], s.text)
+        if found and found.conditions[0].startswith(("before", "after")):
+            lead = m["act"].strip(" ,").lower()  # "the night before any exam"
+            found = dataclasses.replace(found, conditions=[f"{lead} {found.conditions[0]}"])
+        if found:
+            return found
     if m and len(m["act"].split()) >= 2:
         return _rule(m["kw"], m["cond"], m["act"], s.text)
     m = _GOAL.match(text)
@@ -188,6 +198,11 @@ def _sentence_rule(s: Sentence) -> RuleCandidate | None:
     if _ALWAYS.match(text):
         return _rule("always", "", text, s.text)
     return None
+
+
+MAX_LEAD_WORDS = 3
+"""Words before a trigger that opens the rule anyway ("and in general, whenever…", "the night
+before any exam, …"): a longer lead is the action of a rule whose trigger follows it."""
 
 
 def _prefix_rule(clause: str, text: str) -> RuleCandidate | None:
