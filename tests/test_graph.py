@@ -101,6 +101,33 @@ def timeline_edges(store: GraphStore, episode_ids: Sequence[str]) -> dict[str, s
     return edges
 
 
+def chains(store: GraphStore) -> dict[str, list[tuple[str, str]]]:
+    """Every PRECEDES and NEXT edge of the store, sorted."""
+    return {
+        rel: sorted(
+            (a, b)
+            for a, b in store._read(
+                rel, f"MATCH (a:Episode)-[:{rel}]->(b:Episode) RETURN a.id, b.id"
+            )
+        )
+        for rel in ("PRECEDES", "NEXT")
+    }
+
+
+def expected_chains(episodes: Sequence[Episode]) -> dict[str, list[tuple[str, str]]]:
+    """The edges :func:`chains` reads from a store that holds ``episodes``: each chain in
+    (ts, id) order."""
+    ordered = sorted(episodes, key=lambda e: (e.ts, e.id))
+    return {
+        "PRECEDES": sorted(pairwise(e.id for e in ordered)),
+        "NEXT": sorted(
+            pair
+            for session in {e.session_id for e in ordered}
+            for pair in pairwise(e.id for e in ordered if e.session_id == session)
+        ),
+    }
+
+
 def ingest_episodes(store: GraphStore, session: str, minutes: Sequence[float]) -> list[str]:
     """One turn and one episode per entry of ``minutes``, applied in that order."""
     ids = []
@@ -596,33 +623,142 @@ class TestGraphContract:
             texts = bulk._read("texts", "MATCH (t:Turn {id: 't0'}) RETURN t.text", {})
             assert texts == [["text of t0, relabelled"]]
 
-    def test_a_new_session_starts_its_chain_without_a_scan(self, tmp_path: Path) -> None:
-        """Sessions the caller names as new skip the neighbour scan and give the graph of the
-        same turns applied one at a time with no hint; the knowledge lasts one transaction."""
-        old = make_turn("t0", "s1", 10)
-        before = [(1, old, [make_episode("e0", old)])]
-        turns = [make_turn("t1", "s1", 11), make_turn("t2", "s2", 12), make_turn("t3", "s2", 13)]
-        batch = [(i + 2, t, [make_episode(f"e{i + 1}", t)]) for i, t in enumerate(turns)]
-        later = make_turn("t4", "s2", 9)  # earlier than the s2 chain: must be spliced in
-        last = [(5, later, [make_episode("e4", later)])]
-        with open_store(tmp_path / "one.db") as one, open_store(tmp_path / "hinted.db") as hinted:
-            for seq, turn, memories in before + batch + last:
-                one.apply_turn(seq, turn, memories)
-            hinted.apply_turns(before)
+    def test_chains_do_not_depend_on_arrival_order(self, tmp_path: Path) -> None:
+        """Episodes applied in (ts, id) order one by one, or shuffled in batches (ties on ts,
+        sessions interleaved, each batch older or newer than the rest), make the same graph."""
+        rng = random.Random(11)
+        turns = [
+            make_turn(f"t{i:02}", f"s{rng.randrange(4)}", rng.randrange(25)) for i in range(40)
+        ]
+        memories = {t.turn_id: [make_episode(f"e{t.turn_id[1:]}", t)] for t in turns}
+        seqs = {t.turn_id: i + 1 for i, t in enumerate(turns)}
+        shuffled = [(seqs[t.turn_id], t, memories[t.turn_id]) for t in rng.sample(turns, 40)]
+        with open_store(tmp_path / "sorted.db") as one, open_store(tmp_path / "mixed.db") as bulk:
+            for turn in sorted(turns, key=lambda t: (t.ts, t.turn_id)):
+                ingest(one, seqs[turn.turn_id], turn, *memories[turn.turn_id])
+            for start in range(0, len(shuffled), 7):
+                bulk.apply_turns(shuffled[start : start + 7])
+            assert graph_dump(bulk) == graph_dump(one)
+            assert chains(bulk) == expected_chains([m for ms in memories.values() for m in ms])
+
+    def test_chains_after_a_rolled_back_write(self, store: GraphStore) -> None:
+        """A failed write's episodes, placed between chained ones, are not neighbours of the
+        episodes written after it."""
+        ingest_episodes(store, "s1", [0, 30, 60])
+        node = RuleNode("n0", RuleNodeKind.ACTION, "step", 0)
+        failed = [make_turn("t-a", "s1", 10), make_turn("t-b", "s2", 40)]
+        with pytest.raises(GraphError):  # the duplicate rule node fails the whole batch
+            store.apply_turns(
+                [
+                    (4, failed[0], [make_episode("e-a", failed[0])]),
+                    (5, failed[1], [make_episode("e-b", failed[1])]),
+                    (
+                        6,
+                        failed[1],
+                        [make_rule("r1", "t-b", [node]), make_rule("r2", "t-b", [node])],
+                    ),
+                ]
+            )
+        later = [make_turn("t-c", "s1", 20), make_turn("t-d", "s2", 50)]
+        written = [make_episode(f"e-{t.turn_id[2:]}", t) for t in later]
+        store.apply_turns([(4, t, [e]) for t, e in zip(later, written, strict=True)])
+        before = [make_turn(f"s1-t{i}", "s1", m) for i, m in enumerate([0, 30, 60])]
+        chained = [make_episode(f"s1-e{i}", t) for i, t in enumerate(before)]
+        assert chains(store) == expected_chains([*chained, *written])
+
+    def test_chains_after_a_commit_that_was_not_kept(self, store: GraphStore) -> None:
+        """A commit that fails leaves the store not knowing what it kept: here nothing."""
+        ingest_episodes(store, "s1", [0, 30])
+        execute = store._execute
+
+        def lose_the_commit(conn: Any, name: str, query: str, params: Any = None) -> Any:
+            if name == "commit":
+                execute(conn, "rollback", "ROLLBACK")
+                raise GraphError("injected: the commit was lost")
+            return execute(conn, name, query, params)
+
+        lost = make_turn("t-lost", "s1", 10)
+        store._execute = lose_the_commit  # type: ignore[method-assign]
+        with pytest.raises(GraphError):
+            ingest(store, 3, lost, make_episode("e-lost", lost))
+        store._execute = execute  # type: ignore[method-assign]
+        kept = make_turn("t-kept", "s1", 20)
+        ingest(store, 3, kept, make_episode("e-kept", kept))
+        assert timeline_edges(store, ["s1-e0", "e-kept", "s1-e1"]) == {
+            "s1-e0": "e-kept",
+            "e-kept": "s1-e1",
+        }
+        assert store.session_neighbours(["e-kept"]) == {"e-kept": ["s1-e0", "s1-e1"]}
+
+    def test_chains_after_deletes_and_moves(self, store: GraphStore) -> None:
+        """Episodes inserted where deleted or moved ones were, at the head, middle and tail."""
+        ingest_episodes(store, "s1", [0, 10, 20, 30, 40])
+        for episode_id in ("s1-e0", "s1-e2", "s1-e4"):
+            store.delete_memory(6, episode_id)
+        moved = make_turn("s1-t1", "s1", 10)
+        store.upsert_memories(7, [make_episode("s1-e1", moved, ts=at(45))])
+        again = [make_turn(f"t-{m}", "s1", m) for m in (0, 20, 40, 10)]
+        store.apply_turns([(8, t, [make_episode(f"e-{t.turn_id[2:]}", t)]) for t in again])
+        order = ["e-0", "e-10", "e-20", "s1-e3", "e-40", "s1-e1"]
+        assert timeline_edges(store, order) == dict(pairwise(order))
+        assert store.session_neighbours(order) == {
+            eid: order[max(0, i - 1) : i] + order[i + 1 : i + 2] for i, eid in enumerate(order)
+        }
+
+    def test_chains_after_reopening(self, tmp_path: Path) -> None:
+        """A reopened store places episodes among the ones it holds, in old and new sessions."""
+        path = tmp_path / "graph.db"
+        with open_store(path) as store:
+            ingest_episodes(store, "s1", [0, 20, 40])
+            ingest_episodes(store, "s2", [10, 30])
+        with open_store(path) as store:
+            again = [
+                make_turn("t-a", "s1", 25),
+                make_turn("t-b", "s2", 5),
+                make_turn("t-c", "s3", 15),
+            ]
+            store.apply_turns([(9, t, [make_episode(f"e-{t.turn_id[2:]}", t)]) for t in again])
+            order = ["s1-e0", "e-b", "s2-e0", "e-c", "s1-e1", "e-a", "s2-e1", "s1-e2"]
+            assert timeline_edges(store, order) == dict(pairwise(order))
+            assert store.timeline("e-a", later=False, hops=2, session_only=True) == [
+                "s1-e1",
+                "s1-e0",
+            ]
+            assert store.timeline("e-b", later=True, hops=2, session_only=True) == [
+                "s2-e0",
+                "s2-e1",
+            ]
+
+    def test_episodes_are_placed_without_a_scan_but_the_first(self, tmp_path: Path) -> None:
+        """The order of the episodes is read from the graph by the first write of an open store
+        and after a failed one; every episode is then placed without reading the others."""
+        path = tmp_path / "graph.db"
+        with open_store(path) as store:
+            ingest_episodes(store, "s1", [0, 10])
+        with open_store(path) as store:
             statements: list[str] = []
-            execute = hinted._execute
+            execute = store._execute
 
             def spy(conn: Any, name: str, query: str, params: Any = None) -> Any:
                 statements.append(name)
                 return execute(conn, name, query, params)
 
-            hinted._execute = spy  # type: ignore[method-assign]
-            hinted.apply_turns(batch, new_sessions={"s2"})
-            assert "next_neighbours" not in statements
-            hinted.apply_turns(last)
-            assert "next_neighbours" in statements  # t4 is not after the known s2 tail
-            assert graph_dump(hinted) == graph_dump(one)
-            assert hinted.session_neighbours(["e4"]) == {"e4": ["e2"]}
+            store._execute = spy  # type: ignore[method-assign]
+            for seq, (turn_id, session, minutes) in enumerate(
+                [("t-mid", "s1", 5), ("t-tail", "s1", 20), ("t-head", "s2", -5)], start=3
+            ):
+                turn = make_turn(turn_id, session, minutes)
+                ingest(store, seq, turn, make_episode(f"e{turn_id[1:]}", turn))
+            store.delete_memory(6, "e-mid")
+            assert statements.count("episode_order") == 1
+            node = RuleNode("n0", RuleNodeKind.ACTION, "step", 0)
+            clash = [make_rule("r1", "t1", [node]), make_rule("r2", "t1", [node])]
+            with pytest.raises(GraphError):
+                ingest(store, 7, make_turn("t1"), *clash)
+            ingest_episodes(store, "s3", [15])
+            assert statements.count("episode_order") == 2
+            order = ["e-head", "s1-e0", "s1-e1", "s3-e0", "e-tail"]
+            assert timeline_edges(store, order) == dict(pairwise(order))
 
     def test_a_failing_turn_fails_its_whole_batch(self, store: GraphStore) -> None:
         ingest(store, 1, make_turn("t1"))
@@ -673,6 +809,8 @@ class TestGraphContract:
         store.clear()
         assert set(store.counts().values()) == {0}
         assert store.applied_seq() == 0
+        ingest_episodes(store, "s2", [0.5, 2])  # chained as if s1 had never been
+        assert timeline_edges(store, ["s2-e0"]) == {"s2-e0": "s2-e1"}
 
     def test_closed_store_raises(self, tmp_path: Path) -> None:
         store = open_store(tmp_path / "graph.db")

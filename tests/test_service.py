@@ -2,7 +2,6 @@
 
 import shutil
 from datetime import UTC, datetime, timedelta, timezone
-from typing import Any
 
 import pytest
 
@@ -241,11 +240,11 @@ def test_a_rebuild_replays_runs_of_turns_and_the_edits_between_them(
     runs: list[int] = []
     whole = GraphStore.apply_turns
 
-    def refuse_the_first_run(store: GraphStore, batch: list, new_sessions: Any = ()) -> None:
+    def refuse_the_first_run(store: GraphStore, batch: list) -> None:
         runs.append(len(batch))
         if len(runs) == 1:
             raise GraphError("injected: the first run fails as a whole")
-        whole(store, batch, new_sessions)
+        whole(store, batch)
 
     monkeypatch.setattr(GraphStore, "apply_turns", refuse_the_first_run)
     counts = service.rebuild("alice")

@@ -8,7 +8,8 @@ graph and vector projections of it. Nothing here imports above :mod:`memoryd.mod
 - :mod:`~memoryd.store.lexical`: BM25 over the full-text index;
 - :mod:`~memoryd.store.codec` and :mod:`~memoryd.store.records`: how records are written and
   what the stores take and give back;
-- :mod:`~memoryd.store.graph` (Kùzu family) and :mod:`~memoryd.store.vectors` (hnswlib).
+- :mod:`~memoryd.store.graph` (Kùzu family), with :mod:`~memoryd.store.episode_order` (its
+  episode chains' order, in memory), and :mod:`~memoryd.store.vectors` (hnswlib).
 """
 
 from memoryd.store.codec import (

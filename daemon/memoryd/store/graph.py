@@ -27,7 +27,7 @@ import inspect
 import logging
 import re
 import threading
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -52,6 +52,7 @@ from memoryd.models import (
     TaskStatus,
     Turn,
 )
+from memoryd.store.episode_order import EpisodeOrder, Relink
 
 __all__ = ["MAX_CHAIN_HOPS", "SCHEMA", "GraphEngine", "GraphStore"]
 
@@ -66,9 +67,10 @@ MERGE_ONE_BY_ONE = 8  # rows merged one statement each; more go in one UNWIND
 # A row field (``p.id``) or the row carried through a WITH (``WITH n, p``) in a MERGE query of
 # :meth:`GraphStore._merge`; a statement for one row binds ``$id`` and carries nothing.
 _ROW_REF = re.compile(r"\bp\.|, p\b")
-# A chain tail staged by a caller that knows the chain is empty (GraphStore.apply_turns).
-_NO_EPISODES: tuple[datetime, str] = (datetime.min.replace(tzinfo=UTC), "")
 MAX_CHAIN_HOPS = 30  # both engines refuse variable-length patterns longer than 30 by default
+# An episode's ts read as the INTERVAL since datetime.min: ladybug 0.22 keeps about 40 bytes of
+# every TIMESTAMP it hands to Python (1.2 MB a read of 30k episodes) and none of an INTERVAL.
+_EPISODE_TS = "e.ts - timestamp('0001-01-01')"
 
 
 _HEADER = (
@@ -266,11 +268,10 @@ class GraphStore:
         self.engine = GraphEngine(engine)
         self._module: ModuleType = importlib.import_module(self.engine.value)
         self._state = _State.OPEN
-        # The last (ts, id) of each episode chain ("PRECEDES", "NEXT:<session id>") as of the
-        # last commit, learnt as episodes are linked: a new latest episode (the usual insert) is
-        # appended without scanning for its neighbours. Staged per transaction, kept on commit.
-        self._tails: dict[str, tuple[datetime, str]] = {}
-        self._staged_tails: dict[str, tuple[datetime, str] | None] = {}
+        # The (ts, id) order of the chained episodes, read from the graph by the first write
+        # that links or unlinks one and kept up to date by the writes after it (see
+        # :meth:`_episode_order`); None until then, and again after a failed transaction.
+        self._order: EpisodeOrder | None = None
         self._busy = 0
         self._idle = threading.Condition()
         self._write_lock = threading.Lock()
@@ -406,7 +407,6 @@ class GraphStore:
 
     def _write_transaction(self) -> Iterator[Any]:
         self._execute(self._writer, "begin", "BEGIN TRANSACTION")
-        self._staged_tails.clear()
         try:
             yield self._writer
         except BaseException:
@@ -414,23 +414,13 @@ class GraphStore:
             # statements would run in auto-commit mode; ROLLBACK then finds nothing to undo.
             with suppress(*_ENGINE_ERRORS):
                 _rows(self._writer.execute("ROLLBACK"))
+            self._order = None  # it holds the episodes of the transaction: read it again
             raise
         try:
             self._execute(self._writer, "commit", "COMMIT")
         except GraphError:
-            self._tails.clear()  # the commit may or may not have been kept
+            self._order = None  # the commit may or may not have been kept
             raise
-        self._commit_tails()
-
-    def _commit_tails(self) -> None:
-        for key, tail in self._staged_tails.items():
-            if tail is _NO_EPISODES:
-                continue  # known for this transaction only
-            if tail is None:
-                self._tails.pop(key, None)
-            else:
-                self._tails[key] = tail
-        self._staged_tails.clear()
 
     def _read(self, name: str, query: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
         """Rows of one read query on a pooled connection."""
@@ -496,26 +486,14 @@ class GraphStore:
         """
         self.apply_turns([(seq, turn, memories)])
 
-    def apply_turns(
-        self,
-        turns: Sequence[tuple[int, Turn, Sequence[Memory]]],
-        new_sessions: Collection[str] = (),
-    ) -> None:
+    def apply_turns(self, turns: Sequence[tuple[int, Turn, Sequence[Memory]]]) -> None:
         """Project journaled turns ``(seq, turn, memories)`` in one transaction, as
         :meth:`apply_turn` does each: a batch costs one commit and a few statements, not a few
         per memory. ``applied_seq`` becomes the batch's highest seq; on error nothing of the
-        batch is kept (see :meth:`apply_turn`).
-
-        ``new_sessions``: sessions the caller knows have no episode outside this batch (no
-        earlier turn in the journal). Their first episode starts the session's chain without
-        the scan for neighbours that a session whose chain tail is not known needs (a scan of
-        every episode: 81 % of a 100k-turn fill's writer time at 30k turns, a new session every
-        20 turns)."""
+        batch is kept (see :meth:`apply_turn`)."""
         if not turns:
             return
         with self._transaction() as conn:
-            for session_id in new_sessions:
-                self._staged_tails[f"NEXT:{session_id}"] = _NO_EPISODES
             self._write_turns(conn, [(seq, turn) for seq, turn, _ in turns])
             self._write_memories(conn, [m for _, _, memories in turns for m in memories])
             self._advance_seq(conn, max(seq for seq, _, _ in turns))
@@ -574,7 +552,7 @@ class GraphStore:
         with self._transaction() as conn:
             for table in _NODE_TABLES:
                 self._execute(conn, "clear", f"MATCH (n:{table}) DETACH DELETE n")
-        self._tails.clear()
+        self._order = EpisodeOrder()
 
     def _write_memories(self, conn: Any, memories: Sequence[Memory]) -> None:
         """Write the last version of each memory in ``memories``: one already in the graph is
@@ -744,6 +722,9 @@ class GraphStore:
 
     def _create_episodes(self, conn: Any, episodes: Sequence[Episode]) -> None:
         """Create episodes not in the graph, their mentions, and their places in the chains."""
+        if not episodes:
+            return
+        order = self._episode_order(conn)  # before the new nodes: it holds chained episodes
         self._create(
             conn,
             "Episode",
@@ -772,121 +753,53 @@ class GraphStore:
                 for m in e.mentions
             ],
         )
-        ordered = sorted(episodes, key=lambda e: (_utc(e.ts), e.id))
-        self._chain(conn, "PRECEDES", ordered, None)
-        for session_id in dict.fromkeys(e.session_id for e in ordered):
-            self._chain(
-                conn, "NEXT", [e for e in ordered if e.session_id == session_id], session_id
-            )
+        timeline, sessions = order.insert([(_utc(e.ts), e.id, e.session_id) for e in episodes])
+        self._relink(conn, "PRECEDES", timeline)
+        self._relink(conn, "NEXT", sessions)
 
-    def _chain(
-        self, conn: Any, rel: str, episodes: Sequence[Episode], session_id: str | None
-    ) -> None:
-        """Insert new ``episodes`` (in (ts, id) order) into the ``rel`` chain of
-        ``session_id`` (all episodes when None), both ordered by (ts, id): NEXT within a
-        session, PRECEDES over the user's timeline. The first is spliced in; when it becomes
-        the chain's tail (the usual case: new turns are the latest), the others are appended
-        after it in one statement; otherwise each is spliced in its place."""
-        if not episodes:
-            return
-        ids = [e.id for e in episodes]
-        first, rest = episodes[0], episodes[1:]
-        self._splice(conn, rel, first.id, _utc(first.ts), session_id, ids[1:])
-        key = rel if session_id is None else f"{rel}:{session_id}"
-        if not rest:
-            return
-        if self._tail(key) != (_utc(first.ts), first.id):
-            for i, episode in enumerate(rest, start=2):
-                self._splice(conn, rel, episode.id, _utc(episode.ts), session_id, ids[i:])
-            return
-        self._link(
-            conn,
-            f"append_{rel.lower()}s",
-            f"UNWIND $rows AS p MATCH (a:Episode {{id: p.src}}) MATCH (b:Episode {{id: p.dst}}) "
-            f"CREATE (a)-[:{rel}]->(b)",
-            _pairs(ids),
-        )
-        self._staged_tails[key] = (_utc(rest[-1].ts), rest[-1].id)
-
-    def _splice(
-        self,
-        conn: Any,
-        rel: str,
-        episode_id: str,
-        ts: datetime,
-        session_id: str | None,
-        unchained: Sequence[str] = (),
-    ) -> None:
-        """Put an episode between its (ts, id) neighbours in the ``rel`` chain: the episodes of
-        ``session_id``, or all episodes when it is None, leaving out the ``unchained`` ones
-        (created in this transaction, spliced after it). An episode after the chain's recorded
-        tail is appended to it; any other is placed by a scan for its neighbours."""
-        key = rel if session_id is None else f"{rel}:{session_id}"
-        tail = self._tail(key)
-        if tail is _NO_EPISODES:  # the chain is empty: this episode starts it
-            self._staged_tails[key] = (ts, episode_id)
-            return
-        if tail is not None and tail < (ts, episode_id):
-            self._execute(
+    def _episode_order(self, conn: Any) -> EpisodeOrder:
+        """The (ts, id) order of the chained episodes, read on first use with ``conn`` (one
+        scan of every episode) and kept from then on: the first write after an open, or after
+        a failed transaction, reads it."""
+        if self._order is None:
+            rows = self._execute(
                 conn,
-                f"append_{rel.lower()}",
-                f"MATCH (a:Episode {{id: $a}}), (b:Episode {{id: $b}}) CREATE (a)-[:{rel}]->(b)",
-                {"a": tail[1], "b": episode_id},
+                "episode_order",
+                f"MATCH (e:Episode) RETURN {_EPISODE_TS}, e.id, e.session_id",
             )
-            self._staged_tails[key] = (ts, episode_id)
-            return
-        scope = "AND p.session_id = $session_id " if session_id is not None else ""
-        params: dict[str, Any] = {"id": episode_id, "ts": ts, "skip": [episode_id, *unchained]}
-        if session_id is not None:
-            params["session_id"] = session_id
-        rows = self._execute(
-            conn,
-            f"{rel.lower()}_neighbours",
-            f"MATCH (p:Episode) WHERE NOT p.id IN $skip {scope}"
-            "AND (p.ts < $ts OR (p.ts = $ts AND p.id < $id)) "
-            "RETURN -1 AS side, p.id AS id ORDER BY p.ts DESC, p.id DESC LIMIT 1 "
-            f"UNION ALL MATCH (p:Episode) WHERE NOT p.id IN $skip {scope}"
-            "AND (p.ts > $ts OR (p.ts = $ts AND p.id > $id)) "
-            "RETURN 1 AS side, p.id AS id ORDER BY p.ts, p.id LIMIT 1",
-            params,
-        )
-        side = dict(rows)
-        prev_id, next_id = side.get(-1), side.get(1)
-        if prev_id and next_id:
+            self._order = EpisodeOrder((datetime.min + ts, eid, sid) for ts, eid, sid in rows)
+        return self._order
+
+    def _relink(self, conn: Any, rel: str, relink: Relink) -> None:
+        """Apply an insert's changes to the ``rel`` chain: delete the edges between chained
+        episodes that new ones now come between (none when they follow the chain, one for each
+        gap they fill otherwise), then create the new edges in one statement."""
+        for src, dst in relink.removed:
             self._execute(
                 conn,
                 f"split_{rel.lower()}",
                 f"MATCH (:Episode {{id: $a}})-[r:{rel}]->(:Episode {{id: $b}}) DELETE r",
-                {"a": prev_id, "b": next_id},
+                {"a": src, "b": dst},
             )
-        for src, dst in ((prev_id, episode_id), (episode_id, next_id)):
-            if src and dst:
-                self._execute(
-                    conn,
-                    f"create_{rel.lower()}",
-                    "MATCH (a:Episode {id: $a}), (b:Episode {id: $b}) "
-                    f"CREATE (a)-[:{rel}]->(b)",
-                    {"a": src, "b": dst},
-                )
-        if next_id is None:
-            self._staged_tails[key] = (ts, episode_id)
-
-    def _tail(self, key: str) -> tuple[datetime, str] | None:
-        """The (ts, id) last in chain ``key`` as this transaction sees it; None if unknown."""
-        if key in self._staged_tails:
-            return self._staged_tails[key]
-        return self._tails.get(key)
-
-    def _forget_tails_at(self, episode_id: str) -> None:
-        """An episode leaves its chains: a chain it ends has an unknown tail from now on."""
-        for key, tail in {**self._tails, **self._staged_tails}.items():
-            if tail is not None and tail[1] == episode_id:
-                self._staged_tails[key] = None
+        self._link(
+            conn,
+            f"link_{rel.lower()}s",
+            f"UNWIND $rows AS p MATCH (a:Episode {{id: p.src}}) MATCH (b:Episode {{id: p.dst}}) "
+            f"CREATE (a)-[:{rel}]->(b)",
+            [{"src": src, "dst": dst} for src, dst in relink.added],
+        )
 
     def _unlink_episode(self, conn: Any, episode_id: str) -> None:
         """Take an episode out of its NEXT chain and the timeline, joining its neighbours."""
         key = {"id": episode_id}
-        self._forget_tails_at(episode_id)
+        order = self._episode_order(conn)
+        for ts, session_id in self._execute(
+            conn,
+            "episode_place",
+            f"MATCH (e:Episode {{id: $id}}) RETURN {_EPISODE_TS}, e.session_id",
+            key,
+        ):
+            order.remove(datetime.min + ts, episode_id, session_id)
         for rel in _CHAINS:
             self._execute(
                 conn,

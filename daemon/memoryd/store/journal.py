@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -397,17 +397,6 @@ class Journal:
             )
             out.update({r[0]: json.loads(r[1])["turn"]["text"] for r in rows})
         return out
-
-    def sessions_started_before(self, session_ids: Collection[str], seq: int) -> set[str]:
-        """Which of ``session_ids`` have a turn journaled before ``seq`` (indexed lookups)."""
-        if not session_ids:
-            return set()
-        marks = placeholders(len(session_ids))
-        rows = self.db.read(
-            f"SELECT DISTINCT session_id FROM turns WHERE session_id IN ({marks}) AND seq < ?",
-            [*session_ids, int(seq)],
-        )
-        return {r[0] for r in rows}
 
     def turn_embeddings(self, turn_ids: Sequence[str]) -> dict[str, np.ndarray]:
         if not turn_ids:

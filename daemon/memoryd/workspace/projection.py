@@ -144,7 +144,7 @@ class Projection:
         batch = [(entry.seq, *_graph_turn(entry)) for entry in run]
         run.clear()
         try:
-            self.graph.apply_turns(batch, self._new_sessions(batch))
+            self.graph.apply_turns(batch)
         except MemorydError as exc:
             log.info(
                 "user %s: %d turns in one graph transaction failed (%s); one by one",
@@ -200,15 +200,7 @@ class Projection:
 
     def _project_graph_turns(self, pairs: Sequence[tuple[Written, TurnEntry]]) -> bool:
         batch = [(w.seq, e.turn, [*e.memories, *e.updates]) for w, e in pairs]
-        new = self._new_sessions(batch)
-        return self._graph_write(pairs[-1][0].seq, lambda: self.graph.apply_turns(batch, new))
-
-    def _new_sessions(self, batch: Sequence[tuple[int, Turn, Sequence[Memory]]]) -> set[str]:
-        """Sessions of ``batch`` with no turn journaled before it: none of their episodes is in
-        the graph yet (an episode comes from a turn of its session, and the graph applies the
-        journal in order)."""
-        sessions = {turn.session_id for _, turn, _ in batch}
-        return sessions - self.journal.sessions_started_before(sessions, batch[0][0])
+        return self._graph_write(pairs[-1][0].seq, lambda: self.graph.apply_turns(batch))
 
     def _project_graph_turn(self, seq: int, turn: Turn, memories: list[Memory]) -> bool:
         return self._graph_write(seq, lambda: self.graph.apply_turn(seq, turn, memories))
