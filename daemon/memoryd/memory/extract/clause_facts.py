@@ -90,7 +90,8 @@ _MY = rx(
     r"who|which|here|you|i|we|everything|nothing|something)\b))(?P<noun>[\w'-]+(?:\s+[\w'-]+){0,3}?)(?:'s|\s+is|\s+are|\s+was|"
     r"\s+were|\s+has|\s+=|:)\s+(?P<rest>.+)$"
 )
-# "Dr. Bakker is my supervisor now", "Foxtons is our letting agent": a name is the value.
+# "Dr. Bakker is my supervisor now", "Foxtons is our letting agent": a name is the value (it
+# comes before the verb, so ``rest``, where a hedge would have to start, is empty at the end).
 _NAME_IS_MY = re.compile(
     r"(?:^|(?<=\s))(?P<value>[A-Z][\w.'&-]*(?:\s+(?:[A-Z][\w.'&-]*|de|van|von|da|del|le))*)\s+"
     r"(?:is|'s)\s+(?:now\s+)?(?:[Mm]y|[Oo]ur)\s+(?:new\s+)?(?P<noun>[a-z][\w'-]*(?:\s+[a-z][\w'-]*)?)"

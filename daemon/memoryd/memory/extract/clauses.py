@@ -64,6 +64,9 @@ _RULE_PREFIX = rx(
     r"ping|let)\b))"
     r"(?P<act>.+)$"
 )
+MAX_LEAD_WORDS = 3
+"""Words before a trigger that opens the rule anyway ("and in general, whenever…", "the night
+before any exam, …"): a longer lead is the action of a rule whose trigger follows it."""
 _RULE_POSTFIX = rx(rf"^(?P<act>.+?)\s*,?\s+(?P<kw>{_TRIGGER})\b\s*(?P<cond>.+)$")
 _STANDING = rx(
     r"^(?P<kw>from\s+now\s+on|going\s+forward|in\s+(?:the\s+)?future|by\s+default|as\s+a\s+rule|"
@@ -183,13 +186,9 @@ def _sentence_rule(s: Sentence) -> RuleCandidate | None:
     if m and not _ACK.match(m["cond"]):
         return _rule("", m["cond"], m["act"], s.text)
     m = _RULE_POSTFIX.match(text)
-    if m and len(m["act"].split()) <= MAX_LEAD_WORDS:
-        found = _prefix_rule(text[m.start("kw") :], s.text)
-        if found and found.conditions[0].startswith(("before", "after")):
-            lead = m["act"].strip(" ,").lower()  # "the night before any exam"
-            found = dataclasses.replace(found, conditions=[f"{lead} {found.conditions[0]}"])
-        if found:
-            return found
+    found = _after_lead(m, s) if m and len(m["act"].split()) <= MAX_LEAD_WORDS else None
+    if found:
+        return found
     if m and len(m["act"].split()) >= 2:
         return _rule(m["kw"], m["cond"], m["act"], s.text)
     m = _GOAL.match(text)
@@ -200,9 +199,14 @@ def _sentence_rule(s: Sentence) -> RuleCandidate | None:
     return None
 
 
-MAX_LEAD_WORDS = 3
-"""Words before a trigger that opens the rule anyway ("and in general, whenever…", "the night
-before any exam, …"): a longer lead is the action of a rule whose trigger follows it."""
+def _after_lead(m: re.Match[str], s: Sentence) -> RuleCandidate | None:
+    """The rule whose trigger follows a short lead (``m`` is a postfix match); a lead before
+    "before" or "after" is part of its condition ("the night before any exam")."""
+    found = _prefix_rule(m.string[m.start("kw") :], s.text)
+    if found and found.conditions[0].startswith(("before", "after")):
+        lead = m["act"].strip(" ,").lower()
+        return dataclasses.replace(found, conditions=[f"{lead} {found.conditions[0]}"])
+    return found
 
 
 def _prefix_rule(clause: str, text: str) -> RuleCandidate | None:
