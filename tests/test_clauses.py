@@ -369,6 +369,13 @@ def test_each_clause_has_its_own_subject_and_its_own_tense() -> None:
     assert [f.relation for f in clause_facts(text, [])] == ["about:omar", "about:omar"]
 
 
+def test_an_instruction_is_not_about_someone_named_by_its_verb() -> None:
+    # "Try" leading a clause is a verb, not a person: no fact about:try beside a request
+    text = "Try pairing squats with rowing. Remind me to buy a kettlebell on Friday"
+    assert not [f for f in _built(text, Label.WORKING) if isinstance(f, Fact)]
+    assert [f.relation for f in clause_facts("Kenji tries the rowing plan", [])] == ["about:kenji"]
+
+
 def test_a_pronoun_names_someone_of_an_earlier_sentence_and_a_switch_made_for_us() -> None:
     text = "Noah quit swimming. He's doing judo on Thursdays instead."
     assert ("about:noah", "doing judo on Thursdays", False) in _facts(text)

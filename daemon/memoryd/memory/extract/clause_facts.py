@@ -22,6 +22,7 @@ from memoryd.memory.extract.health import is_health_related
 from memoryd.memory.extract.names import CAPITAL_STOPWORDS, canonical_name
 from memoryd.memory.extract.sentences import (
     CONDITIONAL,
+    IMPERATIVES,
     LEADING_DET,
     NON_OBJECTS,
     OPENING_FILLER,
@@ -446,7 +447,21 @@ def _who(subject: str | None, s: Sentence, before: str, earlier: str = "") -> st
 
 
 def _names_nobody(word: str) -> bool:
-    return word.lower() in _OPENERS or word.capitalize() in CAPITAL_STOPWORDS
+    """Whether a capitalised word leading a clause is no one's name: an opener, a stopword, or
+    a verb giving an instruction ("Try pairing squats with rowing", "Keep notes")."""
+    lower = word.lower()
+    return (
+        lower in _OPENERS
+        or word.capitalize() in CAPITAL_STOPWORDS
+        or lower in IMPERATIVES
+        or lower in _INSTRUCTION_VERBS
+    )
+
+
+_INSTRUCTION_VERBS = frozenset(
+    "try keep start stop avoid use make let add get put go swap switch aim focus think "
+    "remember consider mix pair plan set".split()
+)
 
 
 def _owned(m: re.Match[str]) -> bool:
