@@ -1077,7 +1077,7 @@ class GraphStore:
         rows = self._read(
             "episodes_mentioning",
             "MATCH (e:Episode)-[:MENTIONS]->(x:Entity) WHERE x.id IN $ids "
-            "RETURN e.id, collect(x.id) AS found, e.ts AS ts ORDER BY ts DESC, e.id DESC "
+            f"RETURN e.id, collect(x.id) AS found, {_EPISODE_TS} AS ts ORDER BY ts DESC, e.id DESC "
             "LIMIT $limit",
             {"ids": list(entity_ids), "limit": int(limit)},
         )
