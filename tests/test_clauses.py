@@ -218,6 +218,14 @@ def test_each_reminder_asked_for_is_a_task_due_when_the_request_says() -> None:
     ]
 
 
+def test_a_message_log_line_is_titled_by_its_subject_not_its_sender() -> None:
+    assert _tasks("Email: Hartley Dental - Your check-up needs rebooking") == [
+        ("Your check-up needs rebooking", None)
+    ]
+    # a calendar entry's first part is the event, not a sender
+    assert _tasks("Calendar: Physio - Marta Kowalski, Thu 2 Apr 10:00")[0][0] == "Physio"
+
+
 def test_a_past_weekday_or_ordinal_is_due_next_time() -> None:
     x = extract("Remind me on the 28th to pay the window cleaner", NOW)
     (task,) = x.tasks

@@ -151,6 +151,12 @@ _TITLE_STOP = rx(
     r"\s*[,;!?()]|\s+[-–—]\s+|\s+(?:because|cause|since|so\s+that|so|but|which|otherwise|or\s+else|"
     r"if\s+(?:not|possible)|please)\b"
 )
+# A message's app and sender ("Email: Habito - Your mortgage offer is ready"): the subject
+# after them says what to do, the sender does not.
+_MESSAGE_FROM = rx(
+    r"^\s*(?:e-?mail|sms|text|message|whatsapp|slack|teams|imessage|messenger|signal|telegram)"
+    r"\s*:\s*[^-–—:]{1,40}?\s+[-–—]\s+"
+)
 _QUOTED = re.compile(r"[\"“](?P<what>[^\"”]{2,80})[\"”]")
 
 
@@ -253,7 +259,9 @@ def _title(s: Sentence, times: list[TimeMention]) -> str:
     quoted = _QUOTED.search(s.text)
     if quoted and ":" in s.text[: quoted.start() + 1]:
         return tidy_title(quoted["what"])
-    text = _LOG_PREFIX.sub("", s.text, count=1) if ":" in s.text[:30] else s.text
+    text = _MESSAGE_FROM.sub("", s.text, count=1)
+    if text == s.text and ":" in s.text[:30]:
+        text = _LOG_PREFIX.sub("", s.text, count=1)
     offset = s.start + len(s.text) - len(text)
     mark = _REQUEST_MARK.search(text)
     if mark:
