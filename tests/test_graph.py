@@ -674,6 +674,11 @@ class TestGraphContract:
         def lose_the_commit(conn: Any, name: str, query: str, params: Any = None) -> Any:
             if name == "commit":
                 execute(conn, "rollback", "ROLLBACK")
+                # kuzu 0.11.3 keeps the version of a row updated by a rolled-back transaction
+                # (here applied_seq) and refuses the next update of it as a write-write conflict
+                # until a checkpoint; ladybug 0.22 does not. The checkpoint keeps this test on
+                # what it is about, the episode order, on both engines.
+                execute(conn, "checkpoint", "CHECKPOINT")
                 raise GraphError("injected: the commit was lost")
             return execute(conn, name, query, params)
 
