@@ -186,3 +186,55 @@ def test_a_deadline_on_a_day_of_the_month() -> None:
     (found,) = find_times("remind me to book British Gas by the 31st", now)
     assert (found.text, found.value.date().isoformat()) == ("by the 31st", "2026-10-31")
     assert [m.text for m in find_times("the 3rd time this week", now)] == ["this week"]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # A hedge or a place in the day between a date and its clock time joins them.
+        ("by 25 march, say 6pm", [("by 25 march, say 6pm", _day("2023-03-25T18:00"), "minute")]),
+        (
+            "at CVS tomorrow after work, like 7:30pm",
+            [("tomorrow after work, like 7:30pm", _day("2023-05-09T19:30"), "minute")],
+        ),
+        # The words of a title between them do not.
+        (
+            "tomorrow call the dentist at 3pm",
+            [
+                ("tomorrow", _day("2023-05-09"), "day"),
+                ("at 3pm", _day("2023-05-08T15:00"), "minute"),
+            ],
+        ),
+        # An ordinal after a comma names a day ("on payday, the 28th").
+        ("order the shoes on payday, the 28th", [("the 28th", _day("2023-04-28"), "day")]),
+        # "that morning" is the day named before it.
+        (
+            "the deadline is friday the 12th. remind me that morning",
+            [
+                ("friday the 12th", _day("2023-05-12"), "day"),
+                ("that morning", _day("2023-05-12T09:00"), "day"),
+            ],
+        ),
+        ("remind me that morning", []),
+        # Numeric dates: a number above 12 is the day; a year or a preposition is needed.
+        ("by 15/06/2024", [("by 15/06/2024", _day("2024-06-15"), "day")]),
+        ("bills on 10/14", [("on 10/14", _day("2023-10-14"), "day")]),
+        ("scored 7/10 at trivia", []),
+    ],
+)
+def test_find_times_reads_hedged_appositive_anaphoric_and_numeric_dates(
+    text: str, expected: list[tuple[str, str, str]]
+) -> None:
+    assert _found(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("offset", "expected"),
+    [(-5, "2023-04-03"), (1, "2023-03-04"), (0, "2023-03-04")],
+)
+def test_an_ambiguous_numeric_date_reads_month_first_only_on_an_american_clock(
+    offset: int, expected: str
+) -> None:
+    now = NOW.astimezone(timezone(timedelta(hours=offset)))
+    [mention] = find_times("on 4/3", now)
+    assert mention.value.date().isoformat() == expected

@@ -343,6 +343,39 @@ def _r_relative_period(m: re.Match[str], now: datetime, _: str) -> tuple[datetim
     return _at(date(today.year + step, 1, 1)), "year"
 
 
+def _r_numeric_date(m: re.Match[str], now: datetime, _: str) -> tuple[datetime, Granularity] | None:
+    """Resolve "on 10/14", "by 15/06/2026": a number above 12 is the day; when both could be
+    months, a speaker on a clock west of UTC-2 (the Americas) writes month first, others day
+    first. Without a year or a preposition the numbers may be a score or a fraction: no date."""
+    if m["pre"] is None and m["y"] is None:
+        return None
+    a, b = int(m["a"]), int(m["b"])
+    offset = now.utcoffset() or timedelta()
+    month_first = b > 12 or (a <= 12 and offset < timedelta(hours=-2))
+    month, day = (a, b) if month_first else (b, a)
+    if not 1 <= month <= 12:
+        return None
+    if m["y"] is None:
+        found = _nearest_year(month, day, now.date())
+    else:
+        found = _date(int(m["y"]) + (2000 if len(m["y"]) == 2 else 0), month, day)
+    return None if found is None else (_at(found), "day")
+
+
+def _r_that_day(m: re.Match[str], now: datetime, text: str) -> tuple[datetime, Granularity] | None:
+    """Resolve "that morning", "that day" to the last date named before it in the text ("HR
+    deadline is Friday the 27th, remind me that morning")."""
+    before = [
+        f
+        for f in _non_overlapping(_candidates(text[: m.start()], now))
+        if f.granularity == "day" and not f.clock
+    ]
+    if not before:
+        return None
+    part = None if m["pod"].lower() == "day" else m["pod"]
+    return _with_part(before[-1].value.date(), part), "day"
+
+
 @dataclass(frozen=True)
 class _Pattern:
     """A time pattern; it runs only when the lower-cased text contains one of ``triggers``
@@ -363,10 +396,21 @@ def _pattern(
 _DIGITS = tuple("0123456789")
 _PATTERNS: tuple[_Pattern, ...] = (
     _pattern(
-        rf"\b(?:on|by|before|until|till|due|from)\s+the\s+(?P<n>\d{{1,2}})(?:st|nd|rd|th)\b"
+        rf"(?:\b(?:on|by|before|until|till|due|from)\s+|(?<=,\s))the\s+(?P<n>\d{{1,2}})(?:st|nd|rd|th)\b"
         rf"(?!\s+(?:of\s+)?(?:{_MONTH})\b)",
         _r_nth_day,
         ("the",),
+    ),
+    _pattern(
+        r"(?:\b(?P<pre>on|by|before|until|till|due|from)\s+)?\b(?P<a>\d{1,2})/(?P<b>\d{1,2})"
+        r"(?:/(?P<y>\d{4}|\d{2}))?\b(?![/:.]\d)",
+        _r_numeric_date,
+        ("/",),
+    ),
+    _pattern(
+        r"\bthat\s+(?P<pod>morning|afternoon|evening|night|day)\b",
+        _r_that_day,
+        ("that morning", "that afternoon", "that evening", "that night", "that day"),
     ),
     _pattern(
         r"\b(?P<mod>last|this|next|past)\s+(?P<season>spring|summer|fall|autumn|winter)\b",
@@ -446,7 +490,14 @@ _PATTERNS: tuple[_Pattern, ...] = (
         ("week", "month", "year"),
     ),
 )
-_JOIN_GAP = re.compile(r"[\s,]*(?:(?:at|on|@)\b)?[\s,]*")
+# Between a date and its clock time: "at", "on", or words that hedge it or place it in the day
+# ("by 25 March, say 6pm", "tomorrow after work, like 7:30pm"); never the words of a title.
+_JOIN_GAP = re.compile(
+    r"[\s,]*(?:(?:say|like|around|about|maybe|ideally|probably|roughly|approx|ish|"
+    r"(?:after|before)\s+(?:work|school|lunch|dinner|breakfast|class|the\s+gym))[\s,]+){0,2}"
+    r"(?:(?:at|on|@)\b)?[\s,]*",
+    re.IGNORECASE,
+)
 
 
 def find_times(text: str, now: datetime) -> list[TimeMention]:
