@@ -406,6 +406,10 @@ def test_a_change_said_beside_a_request_still_changes_the_value() -> None:
         ("I emailed the landlord", True),
         ("I wanted to ask you something", False),
         ("I moved to Leeds in 2019 and I love it here, the people are great", False),  # too long
+        ("TAX RETURN FILED. owe £3,210", True),  # or closing with one
+        ("peloton trial cancelled", True),
+        ("I'm really excited", False),
+        ("feeling exhausted", False),
     ],
 )
 def test_a_short_past_report_is_a_completion(text: str, done: bool) -> None:

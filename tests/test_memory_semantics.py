@@ -223,6 +223,38 @@ class TestTasks:
         assert by_status["pending"] == ["Remind me to take omeprazole 30 min before dinner"]
         assert len(by_status["done"]) == 1
 
+    def test_a_report_the_router_did_not_call_working_completes_the_task_it_names(
+        self, service: MemoryService
+    ) -> None:
+        replies = say(
+            service,
+            "remind me to post the old virgin hub back by 15 june",
+            "remind me to finish the tax return saturday the 24th",
+            "posted the virgin hub back at the post office, got a receipt",
+            "TAX RETURN FILED. owe £3,210 which is less than I feared",
+        )
+        assert all("working" not in r["labels"] for r in replies[2:])  # what this test is about
+        states = {
+            t["record"]["title"]: [s["status"] for s in t["record"]["states"]]
+            for t in tasks_json(service.list_tasks("u", []))
+        }
+        assert states == {
+            "post the old virgin hub back": ["pending", "done"],
+            "finish the tax return": ["pending", "done"],
+        }
+
+    def test_a_past_story_outside_working_memory_completes_nothing_and_adds_nothing(
+        self, service: MemoryService
+    ) -> None:
+        replies = say(
+            service,
+            "remind me to book the campsite for the 8th by sunday",
+            "visited the old campsite near the lake with my dad when I was a kid",
+        )
+        assert "working" not in replies[1]["labels"]
+        (task,) = tasks_json(service.list_tasks("u", []))
+        assert [s["status"] for s in task["record"]["states"]] == ["pending"]
+
     def test_api_trajectory(self, service: MemoryService) -> None:
         task = service.create_task("u", "renew passport", due=T0 + timedelta(days=3), task_id="k1")
         assert service.create_task("u", "renew passport", task_id="k1") == task

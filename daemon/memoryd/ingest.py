@@ -33,6 +33,7 @@ from memoryd.memory import (
     BatchView,
     EntityResolver,
     build_memories,
+    build_reports,
     consolidate,
     extract,
 )
@@ -84,8 +85,10 @@ class Folded:
 
 
 def build(turn: Turn) -> list[Memory]:
-    """The records ``turn``'s labels ask for, filled from its extraction (step 1)."""
-    return build_memories(turn, extract(turn.text, turn.local_ts))
+    """The records ``turn``'s labels ask for, filled from its extraction, and the completions
+    it reports outside working memory, which fold only into the open tasks they name (step 1)."""
+    extraction = extract(turn.text, turn.local_ts)
+    return [*build_memories(turn, extraction), *build_reports(turn, extraction)]
 
 
 def _refs(memories: Sequence[Memory]) -> tuple[MemoryRef, ...]:

@@ -6,7 +6,7 @@ Everything here is a function of its inputs: records in, records out. Storage is
 """
 
 from memoryd.memory.abstract import MAX_BATCH, abstract_facts, abstract_rules
-from memoryd.memory.build import EVIDENCE_RELATIONS, build_memories
+from memoryd.memory.build import EVIDENCE_RELATIONS, build_memories, build_reports
 from memoryd.memory.changes import api_task, expired, reopen_fact, transition, with_feedback
 from memoryd.memory.consolidate import BatchView, consolidate
 from memoryd.memory.entities import EntityResolver
@@ -29,6 +29,7 @@ __all__ = [
     "abstract_rules",
     "api_task",
     "build_memories",
+    "build_reports",
     "canonical_name",
     "consolidate",
     "entity_id",

@@ -43,6 +43,7 @@ import hashlib
 import re
 from datetime import UTC
 
+from memoryd.memory.consolidate import REPORT_ONLY
 from memoryd.memory.extract import (
     Completion,
     Extraction,
@@ -80,7 +81,7 @@ from memoryd.models import (
 )
 from memoryd.text import content_tokens
 
-__all__ = ["build_memories", "evidence_labels", "importance", "memory_id"]
+__all__ = ["build_memories", "build_reports", "evidence_labels", "importance", "memory_id"]
 
 # importance() = base by type + bonuses − penalty, clamped to [1, 10]. Standing knowledge (facts,
 # rules) outranks a passing event; health and safety weigh most because forgetting them can hurt
@@ -103,6 +104,12 @@ KEEP_FRAGMENT_WORDS = 4
 may call a chatty reaction noise ("Wow, love that painting! Did you make it?"), and a dropped
 turn costs more than a noisy one kept (docs/decisions.md#router-fragment-word-limit). A log
 line called noise ("sync complete") is dropped whatever its length."""
+
+REPORT_WORDS = 16
+"""The longest report line read from a turn the router did not call working (:func:`_reports`);
+a working turn's reports are shorter (``clauses.MAX_REPORT_WORDS``), but a report that must
+share two words with an open task may say more ("posted the virgin hub back at the post
+office")."""
 
 EVIDENCE_RELATIONS = frozenset({"allergic_to", "has_condition", "takes_medication"})
 
@@ -365,12 +372,30 @@ def _completions(turn: Turn, extraction: Extraction, labels: set[Label]) -> list
     return clause_completions(turn.text, extraction.times, turn.local_ts)
 
 
+def build_reports(turn: Turn, extraction: Extraction) -> list[Memory]:
+    """What a user's turn the router did not call working reports done or called off
+    ("posted the virgin hub back", "TAX RETURN FILED", "no need to order one"), as completions
+    that only update: each completes the open task it names and is otherwise dropped
+    (:data:`memoryd.memory.consolidate.REPORT_ONLY`), so a story told in the past tense never
+    becomes a to-do of its own. Empty for other turns: :func:`build_memories` keeps theirs."""
+    labels = set(turn.labels) | evidence_labels(turn, extraction)
+    if turn.role is not Role.USER or Label.WORKING in labels or labels == {Label.FRAGMENTED}:
+        return []
+    done = extraction.completions or clause_completions(
+        turn.text, extraction.times, turn.local_ts, report_words=REPORT_WORDS
+    )
+    return _tasks(turn, [], done, note=REPORT_ONLY)
+
+
 def _tasks(
-    turn: Turn, candidates: list[TaskCandidate], completions: list[Completion]
+    turn: Turn,
+    candidates: list[TaskCandidate],
+    completions: list[Completion],
+    note: str | None = None,
 ) -> list[Memory]:
     """Open to-dos (pending at the turn's time; a title that only points at its thing gets the
     clauses that name it, :func:`with_referent`) and reported completions (done, or
-    cancelled, at their time)."""
+    cancelled, at their time; their state's note is ``note`` when given)."""
     tasks: list[Memory] = []
     for i, c in enumerate(candidates):
         state = State(
@@ -391,7 +416,7 @@ def _tasks(
             memory_id("st", turn.turn_id, "completion_state", i),
             done.status,
             done.ts.astimezone(UTC),
-            note=f"reported {done.status.value}",
+            note=note or f"reported {done.status.value}",
             turn_id=turn.turn_id,
         )
         task_id = memory_id("task", turn.turn_id, "completion", i)

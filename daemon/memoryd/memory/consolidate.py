@@ -40,6 +40,7 @@ from memoryd.text import content_tokens
 
 __all__ = [
     "EXCLUSIVE_RELATIONS",
+    "REPORT_ONLY",
     "BatchView",
     "Consolidation",
     "MemoryView",
@@ -55,6 +56,9 @@ BROAD_RELATIONS = frozenset({"is", "has", "uses", "states", "does", "about", "ne
 """Relations that hold many unrelated values: an update replaces only values of its kind."""
 OPPOSITES: dict[str, str] = {"likes": "dislikes", "dislikes": "likes"}
 NEGATIVE_RELATIONS = frozenset({"dislikes"})
+REPORT_ONLY = "reported, for the open task it names"
+"""The note of a completion read from a turn the router did not call working: it completes
+the open task it names and is dropped when it names none (never stored with this note)."""
 REINFORCE_STEP = 0.1
 MAX_CONFIDENCE = 0.99
 
@@ -170,6 +174,8 @@ def consolidate(turn: Turn | None, memories: Sequence[Memory], view: MemoryView)
             continue
         if isinstance(memory, Task) and turn and _fold_completion(memory, turn, view, out):
             continue
+        if isinstance(memory, Task) and _report_only(memory):
+            continue  # it names no open task
         if isinstance(memory, Rule) and _fold_rule(memory, view, out):
             continue
         out.memories.append(memory)
@@ -247,14 +253,21 @@ def _same_kind(old: Fact, new: Fact, words: set[str]) -> bool:
     return bool(ours and theirs) and ours[-1] == theirs[-1] and set(ours) != set(theirs)
 
 
+def _report_only(task: Task) -> bool:
+    return len(task.states) == 1 and task.states[0].note == REPORT_ONLY
+
+
 def _fold_completion(task: Task, turn: Turn, view: MemoryView, out: Consolidation) -> bool:
-    """Complete the open task ``task`` reports done; True when one was found."""
+    """Complete the open task ``task`` reports done; True when one was found. A report the
+    router did not call working (:data:`REPORT_ONLY`) must share two words with it."""
     status = task.status
     if status not in (TaskStatus.DONE, TaskStatus.CANCELLED) or len(task.states) != 1:
         return False
     open_tasks = view.open_tasks()
     target = None if task.parse is Parse.CLAUSE else best_open_task(task.title, open_tasks)
-    if target is None:
+    if target is None and _report_only(task):
+        target = closest_open_task(task.title, open_tasks, min_shared=2)
+    elif target is None:
         target = closest_open_task(task.title, open_tasks, strict=task.parse is not Parse.CLAUSE)
     if target is None:
         return False
@@ -294,11 +307,14 @@ GENERIC_TASK_WORDS = frozenset("reminder alarm task todo to-do thing one".split(
 """Words that name a task without saying which ("cancel the reminder")."""
 
 
-def closest_open_task(report: str, tasks: Sequence[Task], strict: bool = False) -> Task | None:
+def closest_open_task(
+    report: str, tasks: Sequence[Task], strict: bool = False, min_shared: int = 1
+) -> Task | None:
     """The open task a free-form report ("done, cancelled the parking") shares the most
-    content words with (at least one that names the task, not a verb of reporting); the
-    earliest due wins a tie. ``strict`` (a completion a pattern read, "renew Mochi's insurance"
-    for "renew her pet insurance"): the verbs must agree too, or two words be shared."""
+    content words with (at least ``min_shared`` that name the task, not verbs of reporting);
+    the earliest due wins a tie. ``strict`` (a completion a pattern read, "renew Mochi's
+    insurance" for "renew her pet insurance"): the verbs must agree too, or two words be
+    shared."""
     verb = content_words(report)[:1]
     words = set(content_words(report)[1:] if strict else content_words(report))
     words -= GENERIC_TASK_WORDS | REPORT_WORDS
@@ -306,7 +322,7 @@ def closest_open_task(report: str, tasks: Sequence[Task], strict: bool = False) 
     for t in tasks:
         title = content_words(t.title)
         shared = len(words & set(title))
-        if shared and (not strict or shared >= 2 or title[:1] == verb):
+        if shared >= min_shared and (not strict or shared >= 2 or title[:1] == verb):
             scored.append((shared, t))
     if not scored:
         return None

@@ -141,6 +141,13 @@ _PAST_REPORT = rx(
     r"(?:[a-z]{3,}ed|sent|paid|bought|got|did|made|took|gave|wrote|rang|put|brought|sold|told|"
     r"left|set|hung|fixed)\b(?!\s+(?:to|that|if|about)\b)"
 )
+# A thing and what became of it, in a few words: "TAX RETURN FILED", "hub posted back".
+_PARTICIPLE_REPORT = rx(
+    r"^(?:(?:the|my|our)\s+)?(?!(?:i|i'm|we|we're|he|she|they|it|it's|that|this|so|really|very|"
+    r"just|am|is|are|was|were|be|been|feel|feeling|got|get|getting)\b)[a-z][\w'-]*"
+    r"(?:\s+[a-z][\w'-]*){0,3}?\s+(?:[a-z]{3,}ed|sent|paid|done|sorted)(?:\s+(?:back|off|in|out|up))?"
+    r"\W*$"
+)
 _LOG_PREFIX = re.compile(r"^\s*(?:log\s*:\s*)?(?:\[[^\]]{1,30}\]\s*)?(?:[\w .-]{1,24}:\s+)?")
 _WHEN_WORDS = frozenset(
     "that this then morning afternoon evening night day week time later tomorrow tonight "
@@ -317,12 +324,16 @@ def _asking(sentences: list[Sentence], times: list[TimeMention]) -> Sentence:
     return sentences[0]
 
 
-def clause_completions(text: str, times: list[TimeMention], now: datetime) -> list[Completion]:
+def clause_completions(
+    text: str, times: list[TimeMention], now: datetime, report_words: int = MAX_REPORT_WORDS
+) -> list[Completion]:
     """A report that something is done or called off ("got the JR Pass, that one's done",
-    "paid it", "skip the dentist, it's cancelled", or a short line opening with a past verb:
-    "entered wilmslow 👍"; "no need for the mat reminder", "forget the video"), as one
+    "paid it", "skip the dentist, it's cancelled", a short line opening with a past verb,
+    "entered wilmslow 👍", or closing with one, "tax return filed"; "no need for the mat
+    reminder", "forget the video"), as one
     completion whose action is the report itself; consolidation matches it to the open task it
-    shares most words with. A time ahead makes a plan, not a report: in the turn (the sentence,
+    shares most words with. A short line has at most ``report_words`` words. A time ahead makes
+    a plan, not a report: in the turn (the sentence,
     for a request called off in so many words); a question is no report either."""
     sentences = [s for s in sentences_of(text) if not s.question]
     plans = any(t.value > now for t in times)
@@ -332,7 +343,9 @@ def clause_completions(text: str, times: list[TimeMention], now: datetime) -> li
             continue
         if plans and not called_off:
             continue
-        short_past = len(s.text.split()) <= MAX_REPORT_WORDS and _PAST_REPORT.match(s.text)
+        short_past = len(s.text.split()) <= report_words and (
+            _PAST_REPORT.match(s.text) or _PARTICIPLE_REPORT.match(s.text)
+        )
         if _DONE_REPORT.search(s.text) or short_past or called_off:
             cancelled = called_off or _CANCEL.search(s.text)
             status = TaskStatus.CANCELLED if cancelled else TaskStatus.DONE
