@@ -414,3 +414,27 @@ def test_a_change_said_beside_a_request_still_changes_the_value() -> None:
 )
 def test_a_short_past_report_is_a_completion(text: str, done: bool) -> None:
     assert bool(clause_completions(text, [], NOW)) is done
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "Biscuit (our beagle, he's 4) is on Royal Canin because of his tummy",
+            ("about:biscuit", "beagle, he's 4"),
+        ),
+        (
+            "doing CS50P (harvard's python course) in the evenings",
+            ("about:cs50p", "harvard's python course"),
+        ),
+        ("Dr Okafor (the neurologist) has put me on magnesium", ("about:dr okafor", "neurologist")),
+        ("Had lunch with Sam (lol) today", None),  # an aside
+        ("Coffee with Jo (9:30) went well", None),  # a time
+    ],
+)
+def test_a_name_with_what_it_is_in_brackets_is_a_fact(
+    text: str, expected: tuple[str, str] | None
+) -> None:
+    read = clause_facts(text, extract(text, NOW).times)
+    about = [(f.relation, f.object) for f in read if f.object in text.split("(", 1)[-1]]
+    assert about == ([expected] if expected else [])

@@ -111,6 +111,15 @@ _STOPPED = rx(
     r"^(?:(?P<who>[A-Z][a-z]+|he|she|they|I|we)(?:'ve|'s|\s+has|\s+have)?\s+)?(?:just\s+)?"
     r"(?:quit|stopped|dropped|ditched|gave\s+up(?:\s+on)?|packed\s+in|cancelled)\s+(?P<rest>.+)$"
 )
+# A name with what it is in brackets: "Biscuit (our beagle, he's 4)", "Dr Okafor (the
+# neurologist)", "CS50P (harvard's python course)".
+_APPOSITION = re.compile(
+    r"(?<![\w'])(?P<name>[A-Z][\w.'&-]*(?:\s+[A-Z][\w.'&-]*){0,2})\s+\((?P<what>[^()?!]{3,60})\)"
+)
+_NOT_APPOSITIVE = rx(
+    r"^\s*(?:lol|haha|jk|sic|e\.g|i\.e|see|or|and|but|which|who|that|if|so|i|i'm|we|you|he|"
+    r"she|they|it|it's|also|even|not|yes|no|[\d:./-]+(?:\s*[ap]m)?\s*$)\b"
+)
 _SPEAKER = rx(r"(?<![\w'])(?:I|I'm|I've|I'd|I'll|my|me|mine|we|we're|we've|our|us)(?![\w'])")
 _EXCLAMATIONS = frozenset(
     "wow thanks thank congrats congratulations sounds great awesome cool nice good aww yay "
@@ -508,6 +517,7 @@ def clause_facts(
     out: list[FactCandidate] = []
     judged = False
     for s in (s for s in sentences if s.text not in covered):
+        out += _appositions(s) if chat else []
         facts, said_none = _sentence_facts(s, times, text[: s.start])
         if s.text in requests:  # a change said beside a request still changes the value
             out += [f for f in facts if f.update]
@@ -532,6 +542,23 @@ def clause_facts(
             GENERIC_RELATION, obj, EntityType.OTHER, False, s.text, 0.4, parse=Parse.GENERIC
         )
     ]
+
+
+def _appositions(s: Sentence) -> list[FactCandidate]:
+    """What the sentence says a name is in brackets after it ("Luna (husky cross, 2)" → about
+    luna: "husky cross, 2"); not an aside ("(lol)", "(or so)") nor a time ("(9am)")."""
+    out = []
+    for m in _APPOSITION.finditer(s.text):
+        name = m["name"].split()
+        while name and _names_nobody(name[0]):
+            name = name[1:]
+        what = LEADING_DET.sub("", m["what"].strip(" ,.;:-"))
+        if not name or not what or _NOT_APPOSITIVE.match(m["what"]):
+            continue
+        who = canonical_name(" ".join(name))
+        fact = _fact(f"about:{who}", what, s, kind=EntityType.OTHER, clause=m.group())
+        out += [fact] if fact else []
+    return out
 
 
 def _of_speaker(text: str) -> bool:
