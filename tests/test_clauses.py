@@ -438,3 +438,28 @@ def test_a_name_with_what_it_is_in_brackets_is_a_fact(
     read = clause_facts(text, extract(text, NOW).times)
     about = [(f.relation, f.object) for f in read if f.object in text.split("(", 1)[-1]]
     assert about == ([expected] if expected else [])
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "right now I pay for netflix, spotify family, the NYT and icloud 200gb",
+            [
+                ("pays", "netflix"),
+                ("pays", "spotify family"),
+                ("pays", "NYT"),
+                ("pays", "icloud 200gb"),
+            ],
+        ),
+        (
+            "I'm vegan, gluten free and allergic to nuts",
+            [("is", "vegan"), ("is", "gluten free"), ("is", "allergic to nuts")],
+        ),
+        ("I love painting, it relaxes me", [("likes", "painting")]),  # no list
+        ("I live in Leeds, near the park", [("lives_in", "Leeds")]),  # an afterthought
+    ],
+)
+def test_a_listed_object_is_one_fact_per_item(text: str, expected: list[tuple[str, str]]) -> None:
+    read = clause_facts(text, extract(text, NOW).times)
+    assert [(f.relation, f.object) for f in read] == expected

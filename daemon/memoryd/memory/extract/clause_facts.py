@@ -14,12 +14,14 @@ moment, a sentence about the listener) is no fact at all.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Collection
 
 from memoryd.memory.extract.facts import FactCandidate
 from memoryd.memory.extract.health import is_health_related
 from memoryd.memory.extract.names import CAPITAL_STOPWORDS, canonical_name
+from memoryd.memory.extract.phrases import list_items, max_words
 from memoryd.memory.extract.sentences import (
     CONDITIONAL,
     IMPERATIVES,
@@ -120,6 +122,7 @@ _NOT_APPOSITIVE = rx(
     r"^\s*(?:lol|haha|jk|sic|e\.g|i\.e|see|or|and|but|which|who|that|if|so|i|i'm|we|you|he|"
     r"she|they|it|it's|also|even|not|yes|no|[\d:./-]+(?:\s*[ap]m)?\s*$)\b"
 )
+_LIST_AND = rx(r",?\s+(?:and|or|&)\s+\S")
 _SPEAKER = rx(r"(?<![\w'])(?:I|I'm|I've|I'd|I'll|my|me|mine|we|we're|we've|our|us)(?![\w'])")
 _EXCLAMATIONS = frozenset(
     "wow thanks thank congrats congratulations sounds great awesome cool nice good aww yay "
@@ -198,6 +201,8 @@ _OBJECT_END = rx(
     r"\s*,(?!\d)|\s*:(?!\d)|\s*[;!?()\"]|\s+(?:it|it's|she|she's|he|he's|they|they're|I|I'm|we|you)\s+(?=[a-z])|\s+[-–—]\s+|\s+(?:but|because|cause|so|since|which|who|when|whenever|while|"
     r"though|although|if|unless|and\s+(?:I|I'm|I've|we|it|then|also|my)|or\s+(?:I|we))\b"
 )
+_LIST_END = rx(_OBJECT_END.pattern.replace(r"\s*,(?!\d)|", "", 1))
+"""Where an object ends when its commas separate the items of a list."""
 _TRAIL = rx(
     r"(?:\s+(?:now|anymore|any\s+more|these\s+days|lately|again|too|as\s+well|though|tbh|lol|"
     r"haha|instead|at\s+all|either|really|honestly|actually|today|yesterday|at\s+the\s+moment|"
@@ -300,13 +305,15 @@ def _sentence_facts(
         read = _clause_fact(clause.strip(), s, times, previous, earlier)
         if isinstance(read, FactCandidate):
             out.append(read)
+        elif isinstance(read, list):
+            out += read
         judged = judged or isinstance(read, str)  # "I had sushi yesterday" states nothing
     return out, judged
 
 
 def _clause_fact(
     text: str, s: Sentence, times: list[TimeMention], previous: str | None, earlier: str
-) -> FactCandidate | str | None:
+) -> FactCandidate | list[FactCandidate] | str | None:
     moved = _RESCHEDULE.search(text)
     if moved and not CONDITIONAL.search(text, 0, moved.start()) and _a_thing(moved):
         thing = canonical_name(moved["thing"] or moved["thing2"])
@@ -334,9 +341,27 @@ def _clause_fact(
         if CONDITIONAL.search(text, 0, m.start("rest")):
             continue
         read = _read(pattern, m, s, times, negated_change, update=update, earlier=earlier)
+        if isinstance(read, FactCandidate) and pattern in (_BE, _VERB_CLAUSE):
+            return _listed(read, m["rest"])
         if read is not None:
             return read
     return None
+
+
+def _listed(read: FactCandidate, rest: str) -> list[FactCandidate]:
+    """One fact per item when the object read is the first of a list ("I pay for netflix,
+    spotify family, the NYT and icloud 200gb"): the object stops at a comma, the list does not."""
+    raw = _LIST_END.split(_EMOJI.sub("", rest), maxsplit=1)[0]
+    if "," not in raw or not _LIST_AND.search(raw):
+        return [read]
+    items = [_clean(i) for i in list_items(raw)]
+    prefix = re.compile(r"^(?:(?:in|at|to|with|for|on|doing)\s+)?", re.IGNORECASE)
+    items = [prefix.sub("", i) for i in items]
+    if len(items) < 2 or items[0] != read.object or not all(
+        0 < len(i.split()) <= max_words(i) for i in items
+    ):
+        return [read]
+    return [dataclasses.replace(read, object=i) for i in items]
 
 
 _CLAUSE_PATTERNS = (_NAME_IS_MY, _BE, _VERB_CLAUSE, _MY, _MY_CLAUSE, _THIRD)
