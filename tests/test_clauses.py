@@ -458,8 +458,42 @@ def test_a_name_with_what_it_is_in_brackets_is_a_fact(
         ),
         ("I love painting, it relaxes me", [("likes", "painting")]),  # no list
         ("I live in Leeds, near the park", [("lives_in", "Leeds")]),  # an afterthought
+        # no list to read: an example that only points ("like my creativity's frozen")
+        (
+            "I'm stuck with my music, like my creativity's frozen or something",
+            [("is", "stuck with my music")],
+        ),
     ],
 )
 def test_a_listed_object_is_one_fact_per_item(text: str, expected: list[tuple[str, str]]) -> None:
     read = clause_facts(text, extract(text, NOW).times)
     assert [(f.relation, f.object) for f in read] == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "Had dinner with Omar tonight. Big news: he's moved to Glasgow for a new job.",
+            [("about:omar", "moved to Glasgow for a new job")],
+        ),
+        (
+            "For clothes shopping: I'm a UK 9 in shoes and a medium in tops",
+            [("is", "UK 9 in shoes"), ("is", "medium in tops")],
+        ),
+        ("my address: 12 Harrow Road", [("attribute:address", "12 Harrow Road")]),  # no clause
+    ],
+)
+def test_a_label_before_a_colon_leaves_the_clause_after_it_to_be_read(
+    text: str, expected: list[tuple[str, str]]
+) -> None:
+    read = clause_facts(text, extract(text, NOW).times)
+    assert [(f.relation, f.object) for f in read] == expected
+
+
+def test_a_new_thing_replaces_the_old_one() -> None:
+    text = "We finally moved! New flat is on Harrow Road, we left Elm Grove on Saturday."
+    read = clause_facts(text, extract(text, NOW).times)
+    assert [(f.relation, f.object, f.update) for f in read] == [
+        ("attribute:flat", "on Harrow Road", True)
+    ]

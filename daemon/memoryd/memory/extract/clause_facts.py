@@ -122,6 +122,15 @@ _NOT_APPOSITIVE = rx(
     r"^\s*(?:lol|haha|jk|sic|e\.g|i\.e|see|or|and|but|which|who|that|if|so|i|i'm|we|you|he|"
     r"she|they|it|it's|also|even|not|yes|no|[\d:./-]+(?:\s*[ap]m)?\s*$)\b"
 )
+# A label before a colon that introduces a clause of its own: "Big news: he's moved to
+# Glasgow", "plot twist: de vries is going on sabbatical" (not "my address: 12 Harrow Road").
+_LABEL_COLON = rx(
+    r"^(?P<label>[\w' -]{2,30}?):\s+(?P<rest>(?:(?:I|I'm|I've|we|we're|he|he's|she|she's|they|"
+    r"they're|my|our)\s|[a-z][\w.'-]*(?:\s+[a-z][\w.'-]*){0,2}\s+(?:is|'s|has|was|are|were)\s).+)$"
+)
+_NEW = rx(r"^new\s+")
+_ARTICLE = rx(r"^\s*(?:a|an)\s")
+_AND_ARTICLE = rx(r"\s+and\s+(?:a|an)\s")
 _LIST_AND = rx(r",?\s+(?:and|or|&)\s+\S")
 _SPEAKER = rx(r"(?<![\w'])(?:I|I'm|I've|I'd|I'll|my|me|mine|we|we're|we've|our|us)(?![\w'])")
 _EXCLAMATIONS = frozenset(
@@ -314,6 +323,11 @@ def _sentence_facts(
 def _clause_fact(
     text: str, s: Sentence, times: list[TimeMention], previous: str | None, earlier: str
 ) -> FactCandidate | list[FactCandidate] | str | None:
+    labelled = _LABEL_COLON.match(text)
+    if labelled:  # "Big news: he's moved to Glasgow": the clause after the label, which
+        at = s.text.find(labelled["rest"])  # names nobody
+        rest = Sentence(s.start + at, s.text[at:], s.question) if at >= 0 else s
+        return _clause_fact(labelled["rest"], rest, times, previous, earlier)
     moved = _RESCHEDULE.search(text)
     if moved and not CONDITIONAL.search(text, 0, moved.start()) and _a_thing(moved):
         thing = canonical_name(moved["thing"] or moved["thing2"])
@@ -350,16 +364,19 @@ def _clause_fact(
 
 def _listed(read: FactCandidate, rest: str) -> list[FactCandidate]:
     """One fact per item when the object read is the first of a list ("I pay for netflix,
-    spotify family, the NYT and icloud 200gb"): the object stops at a comma, the list does not."""
+    spotify family, the NYT and icloud 200gb": the object stops at a comma, the list does not)
+    or holds one of "a … and a …" ("I'm a UK 9 in shoes and a medium in tops")."""
     raw = _LIST_END.split(_EMOJI.sub("", rest), maxsplit=1)[0]
-    if "," not in raw or not _LIST_AND.search(raw):
+    commas = "," in raw and _LIST_AND.search(raw) is not None
+    articles = _AND_ARTICLE.search(raw) is not None and _ARTICLE.match(raw) is not None
+    if not commas and not articles:
         return [read]
     items = [_clean(i) for i in list_items(raw)]
     prefix = re.compile(r"^(?:(?:in|at|to|with|for|on|doing)\s+)?", re.IGNORECASE)
     items = [prefix.sub("", i) for i in items]
-    if len(items) < 2 or items[0] != read.object or not all(
-        0 < len(i.split()) <= max_words(i) for i in items
-    ):
+    if len(items) < 2 or not all(0 < len(i.split()) <= max_words(i) for i in items):
+        return [read]
+    if items[0] != read.object and not (articles and read.object.startswith(items[0])):
         return [read]
     return [dataclasses.replace(read, object=i) for i in items]
 
@@ -379,6 +396,8 @@ def _switch_relation(text: str, switch: re.Match[str], previous: str | None) -> 
     subject = _SWITCH_SUBJECT.match(before)
     noun = subject["noun"].lower() if subject else ""
     if noun in ("he", "she", "they", "he's", "she's", "they've", "they're"):
+        if switch["verb"].lower().startswith("mov"):
+            return None  # "he's moved to Glasgow": their move, read as a clause about them
         return previous or "uses"  # "the vet switched him to…": a change made for us
     if noun in ("i", "we", "i've", "we've", "i'm", "we're", "i have", "we have"):
         return "lives_in" if switch["verb"].lower().startswith("mov") else previous or "uses"
@@ -407,11 +426,12 @@ def _read(
     if _VERDICT.match(obj):
         return "verdict"
     if pattern is _MY:
-        return (
-            _fact(f"attribute:{_noun(m)}", obj, s, update=update, clause=m.string)
-            if _owned(m)
-            else None
-        )
+        if not _owned(m):
+            return None
+        noun = _noun(m)
+        renewed = _NEW.match(noun)  # "New flat is on Harrow Road": it replaces the old one
+        noun = noun[renewed.end() :] if renewed and noun[renewed.end() :] else noun
+        return _fact(f"attribute:{noun}", obj, s, update=update or bool(renewed), clause=m.string)
     if pattern is _MY_CLAUSE:
         return _fact(f"about:{_noun(m)}", obj, s, clause=m.string)
     if pattern is _THIRD:
