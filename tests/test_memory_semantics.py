@@ -65,6 +65,38 @@ class TestSupersession:
             ("dislikes", "sushi", True),
         ]
 
+    def test_a_negated_update_ends_only_the_value_it_names(self, service: MemoryService) -> None:
+        say(service, "I play tennis, squash and padel", "I don't play squash anymore, my knee")
+        assert sorted((r, o, n) for r, o, n in relation_objects(facts(service))) == [
+            ("plays", "padel", True),
+            ("plays", "squash", True),  # the negated one
+            ("plays", "tennis", True),
+        ]
+        assert [f["record"]["negated"] for f in facts(service)].count(True) == 1
+
+    def test_an_update_ends_the_values_of_its_relation_it_names(
+        self, service: MemoryService
+    ) -> None:
+        say(
+            service,
+            "we use Octopus, Thames Water and BT for the bills",
+            "switched from BT to Community Fibre",
+        )
+        assert sorted(o for _, o, _ in relation_objects(facts(service))) == [
+            "Community Fibre",
+            "Octopus",
+            "Thames Water",
+        ]
+
+    def test_no_longer_ends_the_value_in_any_relation(self, service: MemoryService) -> None:
+        say(service, "I'm a teacher and a keen runner", "I'm not a teacher anymore, I retired")
+        current = {
+            (f["record"]["relation"], f["record"]["object"]["name"], f["record"]["negated"])
+            for f in facts(service)
+        }
+        assert ("is", "teacher", False) not in current
+        assert ("is", "keen runner", False) in current
+
     def test_multi_valued_relation_keeps_both(self, service: MemoryService) -> None:
         say(service, "I'm allergic to ibuprofen", "I'm allergic to penicillin")
         assert [o for _, o, _ in relation_objects(facts(service))] == ["ibuprofen", "penicillin"]

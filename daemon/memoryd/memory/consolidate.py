@@ -189,13 +189,16 @@ def _fold_fact(fact: Fact, view: MemoryView, out: Consolidation) -> bool:
     current affirmative facts of its relation whose value shares a content word with its own
     ("three coffees a day"); a state stated as over ("I used to live in Leeds") closes the
     current one it names and is stored closed. An update ("switched to oat milk", "not doing
-    16:8 anymore") closes every current value of its relation, and in any relation the
+    16:8 anymore") closes every current value of its relation (a negated one only those it
+    shares a word with: "I don't play squash anymore" leaves tennis), and in any relation the
     current values of the same kind: the same head word ("whole milk" for "oat milk"), or, for
     a negated update, any shared content word; and the values its sentence names outside its
-    own ("the lido closed, I'm swimming at the leisure centre instead" closes "swims at the
-    lido")."""
+    own, in its own relation too ("the lido closed, I'm swimming at the leisure centre
+    instead" closes "swims at the lido"; "switched from BT to Community Fibre" closes "uses
+    BT for the bills")."""
     base = base_relation(fact.relation)
-    exclusive = base in EXCLUSIVE_RELATIONS or (fact.update and base not in BROAD_RELATIONS)
+    renews = fact.update and not fact.negated  # "I don't play squash anymore" ends squash only
+    exclusive = base in EXCLUSIVE_RELATIONS or (renews and base not in BROAD_RELATIONS)
     ended = fact.valid_to is not None
     restated = False
     words = set(content_words(fact.object.name))
@@ -210,6 +213,7 @@ def _fold_fact(fact: Fact, view: MemoryView, out: Consolidation) -> bool:
             same_object
             or (exclusive and not ended)
             or ((ended or polarity(old) != polarity(fact)) and overlaps)
+            or (fact.update and not ended and _named_by_update(old, fact, words))
         ):
             _close(old, fact, out)
     if fact.update and not restated:

@@ -18,7 +18,7 @@ import dataclasses
 import re
 from collections.abc import Collection
 
-from memoryd.memory.extract.facts import FactCandidate
+from memoryd.memory.extract.facts import NEGATED_CHANGE, FactCandidate
 from memoryd.memory.extract.health import is_health_related
 from memoryd.memory.extract.names import CAPITAL_STOPWORDS, canonical_name
 from memoryd.memory.extract.phrases import list_items, max_words
@@ -201,7 +201,6 @@ _FACT_CLAUSES = rx(
 _NO_MORE = rx(r"^(?:and\s+)?(?:no\s+more|not\s+any\s+more|not)\s+(?P<rest>.+)$")
 # "I'm at the gym in Newtown now", "doing saturday 9am instead": the value replaces the old one
 _UPDATE_CUE = rx(r"\b(?:now|these\s+days|nowadays|instead)\b")
-_NEGATED_CHANGE = rx(r"\b(?:no\s+longer|not\s+\w+(?:\s+\w+)?\s+any\s*more|anymore|any\s+more)\b")
 _ENDED = rx(
     r"\b(?:used\s+to|until\s+(?:last|recently|\d{4}|a\s+few|this)|up\s+until|back\s+then|"
     r"stopped|quit|gave\s+up|formerly|previously|once\s+upon)\b"
@@ -348,7 +347,7 @@ def _clause_fact(
         return _fact(
             previous or "uses", _clean(no_more["rest"]), s, negated=True, update=True, clause=text
         )
-    negated_change = _NEGATED_CHANGE.search(text) is not None
+    negated_change = NEGATED_CHANGE.search(text) is not None
     update = negated_change or bool(_UPDATE_CUE.search(text))
     found = [(p, m) for p in _CLAUSE_PATTERNS if (m := p.search(text))]
     for pattern, m in sorted(found, key=lambda pm: pm[1].start()):  # the clause's own subject

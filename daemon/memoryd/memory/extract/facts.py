@@ -55,6 +55,7 @@ __all__ = [
     "IDENTITY_WORDS",
     "INTENSIFIERS",
     "LANGUAGES",
+    "NEGATED_CHANGE",
     "NEGATIVE_VERBS",
     "OCCUPATIONS",
     "RELATIONS",
@@ -92,6 +93,11 @@ class FactCandidate:
     ended: bool = False
     update: bool = False
     parse: Parse = Parse.PATTERN
+
+
+NEGATED_CHANGE = rx(r"\b(?:no\s+longer|not\s+\w+(?:\s+\w+)?\s+any\s*more|anymore|any\s+more)\b")
+"""A negation that says something changed ("I'm not a teacher anymore"): an update, which ends
+the values it names in any relation, not only its own."""
 
 
 OCCUPATIONS = frozenset(
@@ -299,7 +305,10 @@ def _fact(
     found = sentence.text.find(obj, m.start(), m.end())
     start = sentence.start + (found if found >= 0 else m.start())
     confidence = round(confidence - (0.1 if len(obj.split()) > 4 else 0.0), 2)
-    candidate = FactCandidate(relation, obj, kind, negated, sentence.text, confidence, qualifier)
+    update = negated and NEGATED_CHANGE.search(sentence.text) is not None
+    candidate = FactCandidate(
+        relation, obj, kind, negated, sentence.text, confidence, qualifier, update=update
+    )
     return candidate, start
 
 
