@@ -18,6 +18,7 @@ from memoryd.memory.extract import (
     reports_done,
     with_referent,
 )
+from memoryd.memory.extract.sentences import sentences_of
 from memoryd.models import Fact, Label, Parse, Role, Rule, Task, TaskStatus, Turn
 
 # Monday 30 March 2026, 10:00 UTC.
@@ -497,3 +498,43 @@ def test_a_new_thing_replaces_the_old_one() -> None:
     assert [(f.relation, f.object, f.update) for f in read] == [
         ("attribute:flat", "on Harrow Road", True)
     ]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("rosa's moving back to portugal 😢 her last clean is next thursday", 2),
+        ("got the nest installed today 🎉 we keep it at 21", 2),
+        ("I ❤️ pizza so much", 1),  # too early in the sentence to end it
+        ("no need for the mat reminder, my sister gave me hers 🙌", 1),  # at the end
+    ],
+)
+def test_an_emoji_between_words_ends_a_sentence(text: str, expected: int) -> None:
+    assert len(sentences_of(text)) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("got the nest installed today", ("has", "nest")),
+        ("set up the 60 litre tank today!!", ("has", "60 litre tank")),
+        ("ok all 9 hue bulbs are paired finally", ("has", "9 hue bulbs")),
+        ("it's all set up", None),
+        (
+            "big news, mum's moved in with my aunt Carol in Harrogate",
+            ("attribute:mum", "aunt Carol in Harrogate"),
+        ),
+        ("Mum's birthday is soon, she's mad about orchids", ("about:mum", "mad about orchids")),
+    ],
+)
+def test_what_was_put_in_place_who_moved_and_who_is_fond_of_what(
+    text: str, expected: tuple[str, str] | None
+) -> None:
+    read = [(f.relation, f.object) for f in clause_facts(text, extract(text, NOW).times)]
+    assert expected in read if expected else read == []
+
+
+def test_a_request_keeps_the_pattern_facts_said_beside_it() -> None:
+    text = "I work at Monzo. remind me to send the contract on friday"
+    facts = [m for m in _built(text, Label.WORKING) if isinstance(m, Fact)]
+    assert [(f.relation, f.object.name) for f in facts] == [("works_at", "Monzo")]

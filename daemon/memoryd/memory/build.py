@@ -234,12 +234,12 @@ def _mentions(extraction: Extraction) -> list[Mention]:
 def _fact_candidates(turn: Turn, extraction: Extraction, labels: set[Label]) -> list[FactCandidate]:
     """For a turn labelled semantic, the pattern facts and the clause reading of the sentences
     no pattern read (as a fact, rule, to-do or done action). A user's turn routed to a rule or
-    a to-do keeps the facts its clauses read beside the request ("my landlord is Foxtons.
-    Remind me to email them"): the router gives a long turn the label of its request, and the
-    fact would be lost. Any other user or log turn gets only the clause facts that change a
-    current value ("standups moving to 10:00", "switched to the gym in Newtown"): left out,
-    the old value would stay current. A log line's app name before its colon is no thing of
-    the user, so a log line never gets more."""
+    a to-do keeps the facts its patterns and clauses read beside the request ("my landlord is
+    Foxtons. Remind me to email them"): the router gives a long turn the label of its request,
+    and the fact would be lost. Any other user or log turn gets only the facts that change a
+    current value ("standups moving to 10:00", "switched to the gym in Newtown", "I'm not a
+    teacher anymore"): left out, the old value would stay current. A log line's app name
+    before its colon is no thing of the user, so a log line never gets more."""
     if turn.role is Role.ASSISTANT:
         return extraction.facts if Label.SEMANTIC in labels else []
     covered = {c.text for c in extraction.facts}
@@ -252,7 +252,11 @@ def _fact_candidates(turn: Turn, extraction: Extraction, labels: set[Label]) -> 
     read = clause_facts(turn.text, extraction.times, covered, chat, requests)
     if Label.SEMANTIC not in labels:
         beside_request = chat and bool(labels & {Label.PROCEDURAL, Label.WORKING})
-        return [c for c in read if c.parse is Parse.CLAUSE and (c.update or beside_request)]
+        return [
+            c
+            for c in [*extraction.facts, *read]
+            if c.parse is not Parse.GENERIC and (c.update or beside_request)
+        ]
     return [*extraction.facts, *read]
 
 

@@ -107,7 +107,8 @@ _MY_CLAUSE = rx(
 _THIRD = re.compile(
     r"(?:^|(?<=[,;]\s))(?P<noun>[A-Z][a-z]+|[Hh]e|[Ss]he|[Tt]hey)(?:'s|\s+is|\s+has|\s+was|"
     r"'s\s+been|\s+has\s+been)?\s+(?P<rest>(?:[a-z]+s|[a-z]+ed|[a-z]+ing|an?|on|in|at|into|"
-    r"allergic|scared|afraid|vegan|vegetarian|gluten)\b.+)$"
+    r"allergic|scared|afraid|vegan|vegetarian|gluten|(?:mad|crazy|nuts|obsessed|keen|fond|"
+    r"passionate|big)\s+(?:about|on|with|of))\b.+)$"
 )
 _STOPPED = rx(
     r"^(?:(?P<who>[A-Z][a-z]+|he|she|they|I|we)(?:'ve|'s|\s+has|\s+have)?\s+)?(?:just\s+)?"
@@ -163,7 +164,7 @@ _VERB_CLAUSE = rx(
 _SWITCH = rx(
     r"\b(?P<verb>switch(?:ed|ing)?|chang(?:ed|ing)|mov(?:ed|ing)|convert(?:ed|ing)|"
     r"swap(?:ped|ping)|upgrad(?:ed|ing)|downgrad(?:ed|ing)|transferr(?:ed|ing))"
-    r"(?:\s+(?:him|her|them|us|me))?(?:\s+(?:over|back|across))?(?:\s+from\s+(?P<old>.+?))?\s+(?:to|for|into)\s+(?P<new>.+)$"
+    r"(?:\s+(?:him|her|them|us|me))?(?:\s+(?:over|back|across))?(?:\s+from\s+(?P<old>.+?))?\s+(?:to|for|into|in\s+with)\s+(?P<new>.+)$"
 )
 # "rescheduled the exam to August 18", "moved my piano lesson to Thursdays"
 _RESCHEDULE = rx(
@@ -197,6 +198,17 @@ _FACT_CLAUSES = rx(
     r"\s+(?:and|but|so)\s+(?=[A-Z][\w.'-]*(?:\s+[A-Z][\w.'-]*)*\s+(?:is|'s)\s+(?:now\s+)?(?:my|our)\s)"
     r"|\s+(?:and|but)\s+(?=(?:the\s+|my\s+|our\s+)?[a-z][\w'-]*\s+"
     r"(?:[a-z]+ed|has|have|is|are|was|were)\s)"
+)
+# A thing one now has because it was just put in place: "got the nest installed", "set up the
+# rachio for the garden", "all 9 hue bulbs are paired finally".
+_PUT_IN_PLACE = rx(
+    r"^(?:(?:I|we)(?:'ve|\s+have)?\s+)?(?:just\s+|finally\s+)?(?:got|had)\s+(?P<had>(?:the|a|an|my|"
+    r"our|new)\s+[\w' -]{2,40}?)\s+(?:installed|fitted|put\s+in|set\s+up|delivered|connected)\b"
+    r"|^(?:(?:I|we)(?:'ve|\s+have)?\s+)?(?:just\s+|finally\s+)?(?:set\s+up|installed|fitted)\s+"
+    r"(?P<set>(?:the|a|an|my|our|new|\d+)\s+.+)$"
+    r"|^(?:all\s+)?(?P<are>(?:the\s+|my\s+|our\s+|\d+\s+)?[\w' -]{2,40}?)\s+"
+    r"(?:is|are|'s|'re|got)\s+(?:now\s+|finally\s+|all\s+)?"
+    r"(?:installed|paired|set\s+up|connected|fitted)\b"
 )
 _NO_MORE = rx(r"^(?:and\s+)?(?:no\s+more|not\s+any\s+more|not)\s+(?P<rest>.+)$")
 # "I'm at the gym in Newtown now", "doing saturday 9am instead": the value replaces the old one
@@ -337,6 +349,9 @@ def _clause_fact(
         relation = _switch_relation(text, switch, previous)
         if relation:
             return _fact(relation, _clean(switch["new"]), s, update=True, clause=text)
+    placed = _PUT_IN_PLACE.match(text)
+    if placed and not NON_OBJECTS.intersection(_thing_placed(placed).lower().split()[:1]):
+        return _fact("has", _clean(_thing_placed(placed)), s, clause=text)
     stop = _STOPPED.match(text)
     if stop:  # "Noah quit swimming", "Dropped Organic Chem": a negated update
         who = _who(stop["who"], s, text[: stop.start()], earlier)
@@ -359,6 +374,10 @@ def _clause_fact(
         if read is not None:
             return read
     return None
+
+
+def _thing_placed(m: re.Match[str]) -> str:
+    return str(m["had"] or m["set"] or m["are"])
 
 
 def _listed(read: FactCandidate, rest: str) -> list[FactCandidate]:
@@ -388,8 +407,9 @@ def _switch_relation(text: str, switch: re.Match[str], previous: str | None) -> 
     """What a switch changes: the thing before it ("netball's moved to…"), where one lives
     ("we moved to Bristol"), else the clause before's relation, else ``uses``; None when
     the switch has a subject that is not adjacent ("…since we moved to the flat" inside a
-    longer clause) or is nobody's."""
-    before = text[: switch.start()]
+    longer clause) or is nobody's. A lead before a comma is not the subject ("big news, mum's
+    moved in with…")."""
+    before = text[: switch.start()].rsplit(",", 1)[-1].lstrip()
     if before.strip() and not _SWITCH_SUBJECT.match(before):
         return None
     subject = _SWITCH_SUBJECT.match(before)
