@@ -492,6 +492,12 @@ def test_a_label_before_a_colon_leaves_the_clause_after_it_to_be_read(
     assert [(f.relation, f.object) for f in read] == expected
 
 
+def test_a_label_that_announces_a_change_makes_the_clause_an_update() -> None:
+    text = "update: the sitter is Priya"
+    (fact,) = clause_facts(text, extract(text, NOW).times)
+    assert (fact.relation, fact.object, fact.update) == ("attribute:sitter", "Priya", True)
+
+
 def test_a_new_thing_replaces_the_old_one() -> None:
     text = "We finally moved! New flat is on Harrow Road, we left Elm Grove on Saturday."
     read = clause_facts(text, extract(text, NOW).times)

@@ -132,6 +132,7 @@ _LABEL_COLON = rx(
 _NEW = rx(r"^new\s+")
 _ARTICLE = rx(r"^\s*(?:a|an)\s")
 _AND_ARTICLE = rx(r"\s+and\s+(?:a|an)\s")
+_CHANGE_LABEL = rx(r"\b(?:update[sd]?|change[sd]?|correction|twist|switch|new)\b")
 _LIST_AND = rx(r",?\s+(?:and|or|&)\s+\S")
 _SPEAKER = rx(r"(?<![\w'])(?:I|I'm|I've|I'd|I'll|my|me|mine|we|we're|we've|our|us)(?![\w'])")
 _EXCLAMATIONS = frozenset(
@@ -338,7 +339,14 @@ def _clause_fact(
     if labelled:  # "Big news: he's moved to Glasgow": the clause after the label, which
         at = s.text.find(labelled["rest"])  # names nobody
         rest = Sentence(s.start + at, s.text[at:], s.question) if at >= 0 else s
-        return _clause_fact(labelled["rest"], rest, times, previous, earlier)
+        read = _clause_fact(labelled["rest"], rest, times, previous, earlier)
+        if not _CHANGE_LABEL.search(labelled["label"]):
+            return read
+        if isinstance(read, FactCandidate):  # "update: the sitter is Priya" replaces the old
+            return dataclasses.replace(read, update=True)
+        return (
+            [dataclasses.replace(f, update=True) for f in read] if isinstance(read, list) else read
+        )
     moved = _RESCHEDULE.search(text)
     if moved and not CONDITIONAL.search(text, 0, moved.start()) and _a_thing(moved):
         thing = canonical_name(moved["thing"] or moved["thing2"])
