@@ -544,3 +544,42 @@ def test_a_request_keeps_the_pattern_facts_said_beside_it() -> None:
     text = "I work at Monzo. remind me to send the contract on friday"
     facts = [m for m in _built(text, Label.WORKING) if isinstance(m, Fact)]
     assert [(f.relation, f.object.name) for f in facts] == [("works_at", "Monzo")]
+
+
+@pytest.mark.parametrize(
+    ("text", "condition", "action"),
+    [
+        # the action starts right after a time trigger
+        (
+            "on office days remind me at 7 to pack my badge because I always forget it",
+            "on office days",
+            "remind me at 7",
+        ),
+        # what one wants to do is the action of a bare reminder request
+        (
+            "every saturday morning I want to do a 25% water change, remind me pls",
+            "every saturday morning",
+            "do a 25% water change",
+        ),
+        # "saying I'm…" does not start the action
+        (
+            "If I message you saying I'm hungry before noon, remind me to drink water",
+            "I message you saying I'm hungry before noon",
+            "remind me to drink water",
+        ),
+        # a verb right after the trigger's subject is the trigger's
+        ("whenever I book a hotel pls remind me to add my Bonvoy number", "I book a hotel", "pls"),
+        # a time trigger and what happens then, then a bare reminder request
+        (
+            "On the 1st of every month he gets a NexGard chew - please remind me",
+            "on the 1st of every month",
+            "he gets a NexGard chew",
+        ),
+    ],
+)
+def test_rule_triggers_and_actions_read_from_their_clauses(
+    text: str, condition: str, action: str
+) -> None:
+    (rule,) = clause_rules(text)
+    assert rule.conditions == [condition]
+    assert rule.actions[0].startswith(action)

@@ -50,7 +50,9 @@ _TRIGGER = (
     r"every\s+(?:\w+\s+)?(?:morning|evening|night|day|week|weekday|weekend|month|year|monday|"
     r"tuesday|wednesday|thursday|friday|saturday|sunday)s?|each\s+(?:morning|evening|night|day|"
     r"week|month)|"
-    r"at\s+the\s+(?:start|end)\s+of\s+(?:each|every|the)\s+\w+|on\s+the\s+(?:first|last)\s+\w+)"
+    r"at\s+the\s+(?:start|end)\s+of\s+(?:each|every|the)\s+\w+|"
+    r"on\s+the\s+(?:\d{1,2}(?:st|nd|rd|th)|first|last)\s+of\s+(?:every|each|the)\s+month|"
+    r"on\s+the\s+(?:first|last)\s+\w+)"
 )
 _RULE_PREFIX_COMMA = rx(
     rf"^(?P<kw>{_TRIGGER})\b\s*(?P<cond>[^,:]*?)(?:\s*,(?!\d)\s*(?:then\s+)?|\s*:\s+|\s+then\s+)"
@@ -58,6 +60,8 @@ _RULE_PREFIX_COMMA = rx(
 )
 _RULE_PREFIX = rx(
     rf"^(?P<kw>{_TRIGGER})\b\s*(?P<cond>.*?)(?:\s*,(?!\d)\s*(?:then\s+)?|\s*:\s+|\s+then\s+|"
+    r"(?<=\s)(?=(?:remind|nudge|ping|please|pls|make\s+sure|remember\s+to)\b)|"
+    r"(?<!\bI)(?<!\bwe)(?<!\byou)(?<!\bhe)(?<!\bshe)(?<!\bthey)"  # "whenever I book…": a verb
     r"\s+(?=(?:remind|please|make\s+sure|remember|always|never|don't|do\s+not|can\s+you|could\s+you|"
     r"you\s+(?:should|need|must)|I\s+(?:want|need|like|always|usually|have|should|must|will|'ll)|"
     r"I'll|I'd|I\s+[a-z]+|we\s+[a-z]+|tell|ask|text|call|book|put|set|turn|switch|add|send|check|"
@@ -67,6 +71,7 @@ _RULE_PREFIX = rx(
 MAX_LEAD_WORDS = 3
 """Words before a trigger that opens the rule anyway ("and in general, whenever…", "the night
 before any exam, …"): a longer lead is the action of a rule whose trigger follows it."""
+_TIMED = rx(rf"^(?P<kw>{_TRIGGER})\b[\s,]*(?P<act>.+)$")
 _RULE_POSTFIX = rx(rf"^(?P<act>.+?)\s*,?\s+(?P<kw>{_TRIGGER})\b\s*(?P<cond>.+)$")
 _STANDING = rx(
     r"^(?P<kw>from\s+now\s+on|going\s+forward|in\s+(?:the\s+)?future|by\s+default|as\s+a\s+rule|"
@@ -85,9 +90,20 @@ _ACK = rx(
     r"updated|thanks|thank\s+you|nice|cool|so\s+you\s+know)\b[\s!.,:;—–-]*"
 )
 _TOPIC = rx(r"^(?P<cond>[^:,]{3,50}?)\s*:\s+(?P<act>.+)$")
-_SAYING = rx(r"\b(?:say|says|said|tell\s+you|mention|text\s+you|think|feel|know|ask)\s*$")
+_SAYING = rx(
+    r"\b(?:say|says|said|saying|tell\s+you|telling\s+you|mention|text\s+you|think|feel|know|"
+    r"ask|that)\s*$"
+)
 _OWN_SUBJECT = rx(r"^(?:I|we|you)\b")
 _NEXT_SUBJECT = re.compile(r"(?<=\w)\s+(?=(?:I|we)(?:'m|'ll|'d|'ve)?\s+[a-z])")
+_WANT_TO = rx(
+    r"^(?:morning\s+|evening\s+|night\s+)?(?:I|we)\s+(?:want|need|have|'d\s+like|would\s+like|"
+    r"try|plan|mean)\s+to\s+(?P<what>.+)$"
+)
+_BARE_REMINDER = rx(
+    r"^(?:(?:can|could)\s+you\s+)?(?:please\s+|pls\s+)?(?:remind|nudge|ping)\s+me"
+    r"(?:\s+(?:pls|please|then|too|of\s+it|about\s+it))?\W*$|^give\s+me\s+a\s+(?:nudge|reminder)\W*$"
+)
 _ALWAYS = rx(r"^(?:please\s+)?(?:always|never|don't\s+ever|make\s+sure\s+(?:to|you)\s+always)\b")
 _GOAL = rx(r"^(?P<kw>to|for|how\s+to)\s+(?P<cond>[^,:]{3,60}?)\s*[,:]\s*(?P<act>.+)$")
 
@@ -195,6 +211,9 @@ def _sentence_rule(s: Sentence) -> RuleCandidate | None:
         found = _prefix_rule(OPENING_FILLER.sub("", clause), s.text)
         if found:
             return found
+    found = _reminded_when(clauses, s.text)
+    if found:
+        return found
     m = _TOPIC.match(text)
     if m and not _ACK.match(m["cond"]):
         return _rule("", m["cond"], m["act"], s.text)
@@ -209,6 +228,20 @@ def _sentence_rule(s: Sentence) -> RuleCandidate | None:
         return _rule(m["kw"], m["cond"], m["act"], s.text)
     if _ALWAYS.match(text):
         return _rule("always", "", text, s.text)
+    return None
+
+
+def _reminded_when(clauses: list[str], text: str) -> RuleCandidate | None:
+    """ "On the 1st of every month he gets a NexGard chew - please remind me": a time trigger
+    and what happens then, followed by a bare reminder request, is a rule to remind of it."""
+    for i, clause in enumerate(clauses[:-1]):
+        m = _TIMED.match(OPENING_FILLER.sub("", clause))
+        if (
+            m
+            and _TIME_TRIGGER.match(m["kw"])
+            and _BARE_REMINDER.match(clauses[i + 1].split(",")[0])
+        ):
+            return _rule(m["kw"], "", m["act"], text)
     return None
 
 
@@ -229,8 +262,18 @@ def _prefix_rule(clause: str, text: str) -> RuleCandidate | None:
         m = pattern.match(clause)
         if m and (m["cond"].strip() or _TIME_TRIGGER.match(m["kw"])):
             cond, act = _second_subject(*request_in_condition(m["cond"], m["act"]))
+            cond, act = _wanted(m["kw"], cond, act)
             return _rule(m["kw"], cond, act, text)
     return None
+
+
+def _wanted(kw: str, cond: str, act: str) -> tuple[str, str]:
+    """ "every saturday morning I want to do a water change, remind me pls": after a time
+    trigger, what one wants to do is the action of a bare reminder request."""
+    wanted = _WANT_TO.match(cond)
+    if wanted and _TIME_TRIGGER.match(kw) and _BARE_REMINDER.match(act):
+        return "", wanted["what"]
+    return cond, act
 
 
 def _second_subject(cond: str, act: str) -> tuple[str, str]:
