@@ -583,3 +583,13 @@ def test_rule_triggers_and_actions_read_from_their_clauses(
     (rule,) = clause_rules(text)
     assert rule.conditions == [condition]
     assert rule.actions[0].startswith(action)
+
+
+def test_a_reminder_called_off_wins_over_a_third_party_report() -> None:
+    text = (
+        "the campsite people cancelled on us so we're renting elsewhere. "
+        "and jamie's already booked ullapool so you can drop that reminder"
+    )
+    (off,) = clause_completions(text, [], NOW)
+    assert off.status is TaskStatus.CANCELLED
+    assert "ullapool" in off.action

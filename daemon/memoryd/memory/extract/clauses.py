@@ -131,11 +131,14 @@ _CANCEL = rx(
     r"no\s+need\s+to|don't\s+need\s+to|(?:is|are|'s)\s+(?:cancelled|canceled|off))\b"
 )
 _CALLED_OFF = rx(
-    r"\b(?:no\s+need\s+(?:for|to)|(?:don't|do\s+not)\s+(?:need\s+(?:it|that|the|to)|bother)|"
+    r"\b(?:(?:drop|cancel|scrap|delete|remove|kill|ditch|clear)\s+(?:that|the|this|my)\s+"
+    r"(?:[\w'-]+\s+){0,2}(?:reminder|task|alarm|to-?do)s?\b|"
+    r"no\s+need\s+(?:for|to)|(?:don't|do\s+not)\s+(?:need\s+(?:it|that|the|to)|bother)|"
     r"never\s+mind|not\s+needed|no\s+longer\s+need|(?<!don't\s)(?<!not\s)(?<!never\s)"
     r"(?<!n't\s)forget\s+(?:about\s+)?(?:the|that|it|my)\b)"
 )
-"""A request called off in so many words ("no need for the mat reminder", "forget the video")."""
+"""A request called off in so many words ("no need for the mat reminder", "forget the video",
+"you can drop that reminder")."""
 _ASKS = rx(
     r"\b(?:remind|ping|nudge|alert|don't\s+(?:let\s+me\s+)?forget|make\s+sure|remember\s+to|"
     r"(?:can|could|would|will)\s+you|please|need\s+to|have\s+to|got\s+to|gotta|must|"
@@ -380,6 +383,7 @@ def clause_completions(
     for a request called off in so many words); a question is no report either."""
     sentences = [s for s in sentences_of(text) if not s.question]
     plans = any(t.value > now for t in times)
+    sentences.sort(key=lambda s: _CALLED_OFF.search(s.text) is None)  # "drop that reminder" first
     for s in sentences:
         called_off = _CALLED_OFF.search(s.text)
         if called_off and any(s.start <= t.start < s.end and t.value > now for t in times):
