@@ -284,6 +284,11 @@ def test_a_request_called_off_beside_a_plan_is_still_cancelled() -> None:
             "so I need to finish the grant report, it's due friday. remind me that morning at 9",
             "morning (I need to finish the grant report, it's due friday)",
         ),
+        (  # a replacement points at what it replaces; a dash before the request is no clause
+            "grab a replacement at Bunnings",
+            "the dripper line has sprung a leak - remind me to grab a replacement at Bunnings",
+            "grab a replacement at Bunnings (the dripper line has sprung a leak)",
+        ),
         ("buy oat milk", "remind me to buy oat milk", "buy oat milk"),  # it names its thing
         ("call it in", "remind me to call it in", "call it in"),  # nothing before to name it
     ],

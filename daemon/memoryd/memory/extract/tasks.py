@@ -474,7 +474,7 @@ def when_reminded(
 
 REFERENT_CHARS = 80
 """The most of the clauses before a request that a title takes as its referent."""
-_POINTING = rx(r"\b(?:it|them|this|that|those|these|one|there)\b")
+_POINTING = rx(r"\b(?:it|them|this|that|those|these|one|there|replacements?|refills?|spares?)\b")
 _ASKING_MARK = rx(
     r"\b(?:(?:can|could|would|will)\s+you\s+(?:please\s+)?)?(?:please\s+)?(?:remind|ping|nudge)\s+"
     r"me\b|\bdon't\s+let\s+me\s+forget\b|\bmake\s+sure\b"
@@ -485,7 +485,8 @@ _REFERENT_SPLIT = re.compile(r"\s*[,;]\s+|\s+(?:and|but)\s+")
 
 def with_referent(title: str, text: str) -> str:
     """A to-do's title that only points at its thing ("send them on my lunch break", "remind
-    me that morning at 10") with the clauses before the request that name it, up to
+    me that morning at 10", "grab a replacement") with the clauses before the request that
+    name it, up to
     ``REFERENT_CHARS``: "send them on my lunch break (kemi needs 3 months of payslips)"."""
     if len(content_tokens(title)) >= 2 and not _POINTING.search(title):
         return title
@@ -494,7 +495,7 @@ def with_referent(title: str, text: str) -> str:
     if not marks:
         return title
     before = text[: marks[-1].start()]
-    sentence = re.split(r"[.!?]+\s+", _ASIDE.sub("", before).strip(" ,;.!?"))[-1]
+    sentence = re.split(r"[.!?]+\s+", _ASIDE.sub("", before).strip(" ,;.!?-–—"))[-1]
     pieces = [p for p in _REFERENT_SPLIT.split(sentence) if p.strip()]
     taken: list[str] = []
     for piece in reversed(pieces):
