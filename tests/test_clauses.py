@@ -536,6 +536,7 @@ def test_an_emoji_between_words_ends_a_sentence(text: str, expected: int) -> Non
             ("attribute:mum", "aunt Carol in Harrogate"),
         ),
         ("Mum's birthday is soon, she's mad about orchids", ("about:mum", "mad about orchids")),
+        ("Mochi has kidney disease 😞 she's 14 and weighs 3.8kg", ("about:mochi", "14")),
     ],
 )
 def test_what_was_put_in_place_who_moved_and_who_is_fond_of_what(

@@ -108,7 +108,7 @@ _THIRD = re.compile(
     r"(?:^|(?<=[,;]\s))(?P<noun>[A-Z][a-z]+|[Hh]e|[Ss]he|[Tt]hey)(?:'s|\s+is|\s+has|\s+was|"
     r"'s\s+been|\s+has\s+been)?\s+(?P<rest>(?:[a-z]+s|[a-z]+ed|[a-z]+ing|an?|on|in|at|into|"
     r"allergic|scared|afraid|vegan|vegetarian|gluten|(?:mad|crazy|nuts|obsessed|keen|fond|"
-    r"passionate|big)\s+(?:about|on|with|of))\b.+)$"
+    r"passionate|big)\s+(?:about|on|with|of))\b.+|\d{1,3}(?:\s+(?:years?\s+old|yo))?(?=\s+(?:and|now)\b|\s*$))"
 )
 _STOPPED = rx(
     r"^(?:(?P<who>[A-Z][a-z]+|he|she|they|I|we)(?:'ve|'s|\s+has|\s+have)?\s+)?(?:just\s+)?"
