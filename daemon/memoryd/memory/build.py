@@ -45,6 +45,7 @@ from datetime import UTC
 
 from memoryd.memory.consolidate import REPORT_ONLY
 from memoryd.memory.extract import (
+    REQUEST_MARK,
     Completion,
     Extraction,
     FactCandidate,
@@ -113,9 +114,6 @@ office")."""
 
 EVIDENCE_RELATIONS = frozenset({"allergic_to", "has_condition", "takes_medication"})
 
-_REMINDER = re.compile(
-    r"\b(?:remind|ping|nudge)\s+me\b|\bdon't\s+let\s+me\s+forget\b", re.IGNORECASE
-)
 _FIRST_PERSON = re.compile(r"(?<![\w'])(?:I|I'm|I've|my|me|mine)(?![\w'])", re.IGNORECASE)
 _ROLE_RANK = {"subject": 0, "object": 1, "mention": 2}
 
@@ -138,7 +136,8 @@ def evidence_labels(turn: Turn, extraction: Extraction) -> set[Label]:
     ):
         labels.add(Label.WORKING)
     if turn.role is not Role.ASSISTANT and (
-        reports_done(turn.text) or any(t.due and _REMINDER.search(t.text) for t in extraction.tasks)
+        reports_done(turn.text)
+        or any(t.due and REQUEST_MARK.search(t.text) for t in extraction.tasks)
     ):
         labels.add(Label.WORKING)
     if any(is_health_related(r.text) for r in extraction.rules):
@@ -283,7 +282,7 @@ def _task_candidates(
         return []
     if extraction.tasks or Label.WORKING not in labels:
         return extraction.tasks
-    if done and not _REMINDER.search(turn.text):
+    if done and not REQUEST_MARK.search(turn.text):
         return []
     return clause_tasks(turn.text, extraction.times, turn.local_ts)
 

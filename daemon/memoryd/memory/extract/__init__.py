@@ -37,6 +37,7 @@ from memoryd.memory.extract.names import canonical_name, entity_id
 from memoryd.memory.extract.rules import RuleCandidate, sentence_rules
 from memoryd.memory.extract.sentences import split_sentences
 from memoryd.memory.extract.tasks import (
+    REQUEST_MARK,
     Completion,
     TaskCandidate,
     requested_reminder,
@@ -49,6 +50,7 @@ from memoryd.memory.timeparse import TimeMention, find_times
 
 __all__ = [
     "RELATIONS",
+    "REQUEST_MARK",
     "Completion",
     "EntityMention",
     "Extraction",

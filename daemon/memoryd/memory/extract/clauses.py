@@ -33,7 +33,13 @@ from memoryd.memory.extract.sentences import (
     sentences_of,
     shorten,
 )
-from memoryd.memory.extract.tasks import Completion, TaskCandidate, due_time, tidy_title
+from memoryd.memory.extract.tasks import (
+    REQUEST_MARK,
+    Completion,
+    TaskCandidate,
+    due_time,
+    tidy_title,
+)
 from memoryd.memory.timeparse import TimeMention
 from memoryd.models import Parse, TaskStatus
 from memoryd.text import content_tokens
@@ -120,12 +126,6 @@ _REQUEST = rx(
     r"\s*(?P<what>.+)$"
 )
 _TO_CANCEL = rx(r"\bto\s+(?:cancel|call\s+off|scrap|drop|skip)\b")
-_REQUEST_MARK = rx(
-    r"\b(?:(?:can|could|would|will)\s+you\s+(?:please\s+)?)?(?:please\s+)?(?:(?:remind|ping|nudge|"
-    r"text|message|buzz|alert)\s+me\b(?:\s+(?:to|that|about|of|when)\b)?|don't\s+(?:let\s+me\s+)?"
-    r"forget(?:\s+(?:to|about)\b)?|make\s+sure(?:\s+(?:that\s+)?(?:I|to|we|he|she|they)\b)?|"
-    r"remember\s+to\b|set\s+(?:me\s+)?(?:a|an)\s+(?:reminder|alarm|timer)(?:\s+(?:to|for|about)\b)?)"
-)
 _CANCEL = rx(
     r"\b(?:cancel(?:led|ed)?|call(?:ed)?\s+off|scrap(?:ped)?|drop(?:ped)?|skip(?:ped)?|"
     r"no\s+need\s+to|don't\s+need\s+to|(?:is|are|'s)\s+(?:cancelled|canceled|off))\b"
@@ -316,7 +316,7 @@ def _title(s: Sentence, times: list[TimeMention]) -> str:
     if text == s.text and ":" in s.text[:30]:
         text = _LOG_PREFIX.sub("", s.text, count=1)
     offset = s.start + len(s.text) - len(text)
-    mark = _REQUEST_MARK.search(text)
+    mark = REQUEST_MARK.search(text)
     if mark:
         after = _cut(text[mark.end() :], offset + mark.end(), times)
         if set(content_tokens(after)) - _WHEN_WORDS or mark.start() == 0:
@@ -342,12 +342,12 @@ def clause_tasks(text: str, times: list[TimeMention], now: datetime) -> list[Tas
     sentences = sentences_of(text)
     if not sentences:
         return []
-    asking = [s for s in sentences if _REQUEST_MARK.search(s.text)] or [_asking(sentences, times)]
+    asking = [s for s in sentences if REQUEST_MARK.search(s.text)] or [_asking(sentences, times)]
     return [_task(s, text, times, now) for s in asking]
 
 
 def _task(s: Sentence, text: str, times: list[TimeMention], now: datetime) -> TaskCandidate:
-    mark = _REQUEST_MARK.search(s.text)
+    mark = REQUEST_MARK.search(s.text)
     after = s.start + mark.end() if mark else s.start
     local = [t for t in times if s.start <= t.start < s.end] or times
     local = [t for t in local if t.start >= after] + [t for t in local if t.start < after]

@@ -23,6 +23,7 @@ from memoryd.memory.extract.sentences import (
     cut_times,
     opens_clause,
     rx,
+    sentences_of,
     shorten,
 )
 from memoryd.memory.timeparse import TimeMention
@@ -33,6 +34,7 @@ __all__ = [
     "CLAUSE_WORDS",
     "COMPLETION_VERBS",
     "NOT_TASKS",
+    "REQUEST_MARK",
     "TAKE_IDIOMS",
     "TITLE_TAIL",
     "Completion",
@@ -475,10 +477,14 @@ def when_reminded(
 REFERENT_CHARS = 80
 """The most of the clauses before a request that a title takes as its referent."""
 _POINTING = rx(r"\b(?:it|them|this|that|those|these|one|there|replacements?|refills?|spares?)\b")
-_ASKING_MARK = rx(
-    r"\b(?:(?:can|could|would|will)\s+you\s+(?:please\s+)?)?(?:please\s+)?(?:remind|ping|nudge)\s+"
-    r"me\b|\bdon't\s+let\s+me\s+forget\b|\bmake\s+sure\b"
+REQUEST_MARK = rx(
+    r"\b(?:(?:can|could|would|will)\s+you\s+(?:please\s+)?)?(?:please\s+)?(?:(?:remind|ping|nudge|"
+    r"text|message|buzz|alert)\s+me\b(?:\s+(?:to|that|about|of|when)\b)?|don't\s+(?:let\s+me\s+)?"
+    r"forget(?:\s+(?:to|about)\b)?|make\s+sure(?:\s+(?:that\s+)?(?:I|to|we|he|she|they)\b)?|"
+    r"remember\s+to\b|set\s+(?:me\s+)?(?:a|an)\s+(?:reminder|alarm|timer)(?:\s+(?:to|for|about)\b)?)"
 )
+"""Where a sentence asks to be reminded ("remind me to…", "don't let me forget…", "make sure
+I…", "set a reminder for…")."""
 _ASIDE = re.compile(r"\s*\([^)]*\)")
 _REFERENT_SPLIT = re.compile(r"\s*[,;]\s+|\s+(?:and|but)\s+")
 
@@ -491,11 +497,11 @@ def with_referent(title: str, text: str) -> str:
     if len(content_tokens(title)) >= 2 and not _POINTING.search(title):
         return title
     at = text.lower().find(title.lower())
-    marks = list(_ASKING_MARK.finditer(text, 0, at if at >= 0 else len(text)))
+    marks = list(REQUEST_MARK.finditer(text, 0, at if at >= 0 else len(text)))
     if not marks:
         return title
-    before = text[: marks[-1].start()]
-    sentence = re.split(r"[.!?]+\s+", _ASIDE.sub("", before).strip(" ,;.!?-–—"))[-1]
+    before = sentences_of(_ASIDE.sub("", text[: marks[-1].start()]))
+    sentence = before[-1].text.strip(" ,;-–—") if before else ""
     pieces = [p for p in _REFERENT_SPLIT.split(sentence) if p.strip()]
     taken: list[str] = []
     for piece in reversed(pieces):
