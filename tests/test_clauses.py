@@ -18,7 +18,6 @@ from memoryd.memory.extract import (
     reports_done,
     with_referent,
 )
-from memoryd.memory.extract.sentences import sentences_of
 from memoryd.models import Fact, Label, Parse, Role, Rule, Task, TaskStatus, Turn
 
 # Monday 30 March 2026, 10:00 UTC.
@@ -511,17 +510,18 @@ def test_a_new_thing_replaces_the_old_one() -> None:
     ]
 
 
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ("rosa's moving back to portugal 😢 her last clean is next thursday", 2),
-        ("got the nest installed today 🎉 we keep it at 21", 2),
-        ("I ❤️ pizza so much", 1),  # too early in the sentence to end it
-        ("no need for the mat reminder, my sister gave me hers 🙌", 1),  # at the end
-    ],
-)
-def test_an_emoji_between_words_ends_a_sentence(text: str, expected: int) -> None:
-    assert len(sentences_of(text)) == expected
+def test_an_emoji_between_words_ends_a_fact_clause() -> None:
+    text = "rosa's moving back to portugal 😢 her last clean is next thursday"
+    read = clause_facts(text, extract(text, NOW).times)
+    assert [(f.relation, f.object) for f in read][:1] == [("attribute:rosa", "portugal")]
+
+
+def test_got_with_a_participle_is_what_one_became() -> None:
+    text = "so i got voted treasurer of the community garden 😬 still keeping my plot"
+    read = clause_facts(text, extract(text, NOW).times)
+    assert [(f.relation, f.object, f.ended) for f in read] == [
+        ("is", "voted treasurer of the community garden", False)
+    ]
 
 
 @pytest.mark.parametrize(

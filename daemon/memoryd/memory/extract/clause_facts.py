@@ -130,6 +130,7 @@ _LABEL_COLON = rx(
     r"they're|my|our)\s|[a-z][\w.'-]*(?:\s+[a-z][\w.'-]*){0,2}\s+(?:is|'s|has|was|are|were)\s).+)$"
 )
 _NEW = rx(r"^new\s+")
+_BECAME = rx(r"^(?:[a-z]+ed|chosen|given|taken|made)\s+(?:as\s+|to\s+)?\w")
 _ARTICLE = rx(r"^\s*(?:a|an)\s")
 _AND_ARTICLE = rx(r"\s+and\s+(?:a|an)\s")
 _CHANGE_LABEL = rx(r"\b(?:update[sd]?|change[sd]?|correction|twist|switch|new)\b")
@@ -199,6 +200,9 @@ _FACT_CLAUSES = rx(
     r"\s+(?:and|but|so)\s+(?=[A-Z][\w.'-]*(?:\s+[A-Z][\w.'-]*)*\s+(?:is|'s)\s+(?:now\s+)?(?:my|our)\s)"
     r"|\s+(?:and|but)\s+(?=(?:the\s+|my\s+|our\s+)?[a-z][\w'-]*\s+"
     r"(?:[a-z]+ed|has|have|is|are|was|were)\s)"
+    # an emoji between words: "rosa's moving back to portugal 😢 her last clean is thursday"
+    r"|\s*[\U0001f000-\U0001faff\u2600-\u27bf][\U0001f000-\U0001faff\u2600-\u27bf\ufe0f\u200d]*\s+"
+    r"(?=\w)"
 )
 # A thing one now has because it was just put in place: "got the nest installed", "set up the
 # rachio for the garden", "all 9 hue bulbs are paired finally".
@@ -480,6 +484,9 @@ def _read(
         obj = _clean(f"{m['verb']}{m['rest']}")  # "I have an injured knee": "have" is the verb
         verb = "have"
     lemma = _lemma(verb)
+    became = _BECAME.match(obj) if verb == "got" else None
+    if became:  # "got voted treasurer", "got promoted to team lead": what one is now
+        return _fact("is", obj, s, kind=EntityType.OTHER, update=update, clause=m.string)
     if verb == "got" and re.search(
         r"'ve\s+got|have\s+got|got\s+(?:a|an|our|my|new)\b", m.group(), re.IGNORECASE
     ):

@@ -92,11 +92,7 @@ def rx(pattern: str) -> re.Pattern[str]:
     return re.compile(pattern, FLAGS)
 
 
-_EMOJI_RUN = "[\U0001f000-\U0001faff\u2600-\u27bf][\U0001f000-\U0001faff\u2600-\u27bf\ufe0f\u200d]*"
-_SENTENCE_END = re.compile(r"[.!?]+(?=\s|$)|\n+|(?<=\s)" + _EMOJI_RUN + r"(?=\s+\w)")
-# An emoji between words ends a chat sentence ("rosa's moving back to portugal 😢 her last clean
-# is next thursday") once the sentence has this many words; "I ❤️ pizza" stays one.
-EMOJI_SENTENCE_WORDS = 3
+_SENTENCE_END = re.compile(r"[.!?]+(?=\s|$)|\n+")
 
 
 _ABBREVIATION = re.compile(r"(?:\b(?:Dr|Mr|Mrs|Ms|St|Prof|vs|etc)|\b[ap]\.m)$", re.IGNORECASE)
@@ -151,15 +147,11 @@ class Sentence:
 
 
 def split_sentences(text: str) -> list[Sentence]:
-    """Split at . ! ?, line breaks and an emoji between words, but not after "Dr." or "a.m.";
-    keep the offsets."""
+    """Split at . ! ? and line breaks, but not after "Dr." or "a.m."; keep the offsets."""
     out: list[Sentence] = []
     start = 0
     for m in _SENTENCE_END.finditer(text):
         if m.group() == "." and _ABBREVIATION.search(text, max(0, m.start() - 5), m.start()):
-            continue
-        emoji = m.group()[0] not in ".!?\n"
-        if emoji and len(text[start : m.start()].split()) < EMOJI_SENTENCE_WORDS:
             continue
         _add_sentence(out, text, start, m.start(), "?" in m.group())
         start = m.end()
