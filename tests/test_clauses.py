@@ -290,6 +290,11 @@ def test_a_request_called_off_beside_a_plan_is_still_cancelled() -> None:
         ),
         ("buy oat milk", "remind me to buy oat milk", "buy oat milk"),  # it names its thing
         ("call it in", "remind me to call it in", "call it in"),  # nothing before to name it
+        (  # a need, not only a request, is what the clauses before it explain
+            "file it",
+            "also quarterly sales tax is due, i need to file it by april 15 at 5pm",
+            "file it (quarterly sales tax is due)",
+        ),
     ],
 )
 def test_a_title_that_only_points_gets_the_clauses_that_name_its_thing(
@@ -589,6 +594,20 @@ def test_rule_triggers_and_actions_read_from_their_clauses(
     (rule,) = clause_rules(text)
     assert rule.conditions == [condition]
     assert rule.actions[0].startswith(action)
+
+
+@pytest.mark.parametrize(
+    ("text", "status"),
+    [
+        ("scrap the mailing — found a local lab that does same day dev", TaskStatus.CANCELLED),
+        ("don't need to ring them on the 18th anymore 🙌", TaskStatus.CANCELLED),
+        ("table booked 👍 also deleted bumble", TaskStatus.DONE),
+        ("never mind, I'll ring them tomorrow", None),  # moved, not called off
+    ],
+)
+def test_reports_read_in_more_ways(text: str, status: TaskStatus | None) -> None:
+    found = clause_completions(text, extract(text, NOW).times, NOW)
+    assert [c.status for c in found][:1] == ([status] if status else [])
 
 
 def test_a_reminder_called_off_wins_over_a_third_party_report() -> None:

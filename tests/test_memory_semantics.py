@@ -275,6 +275,18 @@ class TestTasks:
             "finish the tax return": ["pending", "done"],
         }
 
+    def test_a_task_called_off_outside_working_memory_needs_one_word(
+        self, service: MemoryService
+    ) -> None:
+        replies = say(
+            service,
+            "remind me to take her for new school shoes saturday the 7th at 9am",
+            "don't bother with the shoes, her nan took her to the shops today and bought them",
+        )
+        assert "working" not in replies[1]["labels"]
+        (task,) = tasks_json(service.list_tasks("u", []))
+        assert [s["status"] for s in task["record"]["states"]] == ["pending", "cancelled"]
+
     def test_a_past_story_outside_working_memory_completes_nothing_and_adds_nothing(
         self, service: MemoryService
     ) -> None:

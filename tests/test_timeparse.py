@@ -216,6 +216,16 @@ def test_a_deadline_on_a_day_of_the_month() -> None:
             ],
         ),
         ("remind me that morning", []),
+        # "the night before" is the day before the one named before it
+        (
+            "the engineer comes thursday, remind me the night before at 9pm",
+            [
+                ("thursday", _day("2023-05-11"), "day"),
+                ("the night before at 9pm", _day("2023-05-10T21:00"), "minute"),
+            ],
+        ),
+        ("ring the surgery tmrw", [("tmrw", _day("2023-05-09"), "day")]),  # as people type it
+        ("order it on payday the 28th", [("the 28th", _day("2023-04-28"), "day")]),
         # Numeric dates: a number above 12 is the day; a year or a preposition is needed.
         ("by 15/06/2024", [("by 15/06/2024", _day("2024-06-15"), "day")]),
         ("bills on 10/14", [("on 10/14", _day("2023-10-14"), "day")]),

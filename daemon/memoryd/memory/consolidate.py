@@ -263,14 +263,16 @@ def _report_only(task: Task) -> bool:
 
 def _fold_completion(task: Task, turn: Turn, view: MemoryView, out: Consolidation) -> bool:
     """Complete the open task ``task`` reports done; True when one was found. A report the
-    router did not call working (:data:`REPORT_ONLY`) must share two words with it."""
+    router did not call working (:data:`REPORT_ONLY`) must share two words with it, one when it
+    calls the task off ("don't bother with the shoes")."""
     status = task.status
     if status not in (TaskStatus.DONE, TaskStatus.CANCELLED) or len(task.states) != 1:
         return False
     open_tasks = view.open_tasks()
     target = None if task.parse is Parse.CLAUSE else best_open_task(task.title, open_tasks)
-    if target is None and _report_only(task):
-        target = closest_open_task(task.title, open_tasks, min_shared=2)
+    if target is None and _report_only(task):  # called off in so many words: one word will do
+        shared = 1 if status is TaskStatus.CANCELLED else 2
+        target = closest_open_task(task.title, open_tasks, min_shared=shared)
     elif target is None:
         target = closest_open_task(task.title, open_tasks, strict=task.parse is not Parse.CLAUSE)
     if target is None:

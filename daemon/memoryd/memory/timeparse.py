@@ -66,6 +66,10 @@ NUMBER_WORDS: dict[str, int] = {
     "seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12,
     "a few": 3, "a couple of": 2, "a couple": 2, "couple of": 2, "several": 3,
 }  # fmt: skip
+TOMORROW_SPELLINGS = frozenset(
+    "tmrw tmr tmw tomoz 2moro 2morrow tomorow tommorow tommorrow".split()
+)
+"""How people type "tomorrow" in chat."""
 SEASONS: dict[str, int] = {"spring": 3, "summer": 6, "fall": 9, "autumn": 9, "winter": 12}
 PARTS_OF_DAY: dict[str, int] = {"morning": 9, "afternoon": 15, "evening": 19, "night": 21}
 # Words that make a bare weekday ("on Friday") point forward rather than back.
@@ -273,6 +277,7 @@ def _r_weekday(m: re.Match[str], now: datetime, text: str) -> tuple[datetime, Gr
 
 def _r_named_day(m: re.Match[str], now: datetime, _: str) -> tuple[datetime, Granularity]:
     word = " ".join(m["word"].lower().split())
+    word = "tomorrow" if word in TOMORROW_SPELLINGS else word
     offsets = {
         "today": 0, "tonight": 0, "yesterday": -1, "tomorrow": 1, "last night": -1,
         "the day before yesterday": -2, "the day after tomorrow": 2,
@@ -364,7 +369,8 @@ def _r_numeric_date(m: re.Match[str], now: datetime, _: str) -> tuple[datetime, 
 
 def _r_that_day(m: re.Match[str], now: datetime, text: str) -> tuple[datetime, Granularity] | None:
     """Resolve "that morning", "that day" to the last date named before it in the text ("HR
-    deadline is Friday the 27th, remind me that morning")."""
+    deadline is Friday the 27th, remind me that morning"), "the night before" to the day
+    before it ("the engineer is coming thursday, remind me the night before at 9pm")."""
     before = [
         f
         for f in _non_overlapping(_candidates(text[: m.start()], now))
@@ -372,8 +378,9 @@ def _r_that_day(m: re.Match[str], now: datetime, text: str) -> tuple[datetime, G
     ]
     if not before:
         return None
-    part = None if m["pod"].lower() == "day" else m["pod"]
-    return _with_part(before[-1].value.date(), part), "day"
+    pod = m["pod"] or m["pod_before"]
+    day = before[-1].value.date() - timedelta(days=1 if m["pod_before"] else 0)
+    return _with_part(day, None if pod.lower() == "day" else pod), "day"
 
 
 @dataclass(frozen=True)
@@ -396,7 +403,8 @@ def _pattern(
 _DIGITS = tuple("0123456789")
 _PATTERNS: tuple[_Pattern, ...] = (
     _pattern(
-        rf"(?:\b(?:on|by|before|until|till|due|from)\s+|(?<=,\s))the\s+(?P<n>\d{{1,2}})(?:st|nd|rd|th)\b"
+        rf"(?:\b(?:on|by|before|until|till|due|from)\s+|(?<=,\s)|(?<=day\s))the\s+(?P<n>\d{{1,2}})"
+        rf"(?:st|nd|rd|th)\b"
         rf"(?!\s+(?:of\s+)?(?:{_MONTH})\b)",
         _r_nth_day,
         ("the",),
@@ -408,9 +416,10 @@ _PATTERNS: tuple[_Pattern, ...] = (
         ("/",),
     ),
     _pattern(
-        r"\bthat\s+(?P<pod>morning|afternoon|evening|night|day)\b",
+        r"\b(?:that\s+(?P<pod>morning|afternoon|evening|night|day)|the\s+(?P<pod_before>morning|"
+        r"afternoon|evening|night|day)\s+before)\b",
         _r_that_day,
-        ("that morning", "that afternoon", "that evening", "that night", "that day"),
+        ("that morning", "that afternoon", "that evening", "that night", "that day", "before"),
     ),
     _pattern(
         r"\b(?P<mod>last|this|next|past)\s+(?P<season>spring|summer|fall|autumn|winter)\b",
@@ -467,10 +476,11 @@ _PATTERNS: tuple[_Pattern, ...] = (
     ),
     _pattern(
         r"\b(?P<word>the\s+day\s+before\s+yesterday|the\s+day\s+after\s+tomorrow|today|"
-        r"tonight|last\s+night|yesterday|tomorrow)\b"
+        r"tonight|last\s+night|yesterday|tomorrow|tmrw|tmr|tmw|tomoz|2moro|2morrow|tomorow|"
+        r"tommorow|tommorrow)\b"
         r"(?:\s+(?P<pod>morning|afternoon|evening|night)\b)?",
         _r_named_day,
-        ("today", "tonight", "night", "yesterday", "tomorrow"),
+        ("today", "tonight", "night", "yesterday", "tom", "tm", "2mor"),
     ),
     _pattern(r"\bthis\s+(?P<pod>morning|afternoon|evening)\b", _r_this_part, ("this",)),
     _pattern(

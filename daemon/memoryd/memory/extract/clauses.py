@@ -133,6 +133,7 @@ _CANCEL = rx(
 _CALLED_OFF = rx(
     r"\b(?:(?:drop|cancel|scrap|delete|remove|kill|ditch|clear)\s+(?:that|the|this|my)\s+"
     r"(?:[\w'-]+\s+){0,2}(?:reminder|task|alarm|to-?do)s?\b|"
+    r"^(?:(?:ok|okay|actually|oh|so)\W+)?(?:scrap|skip|ditch|drop)\s+(?:the|that|my)\s+\w|"
     r"no\s+need\s+(?:for|to)|(?:don't|do\s+not)\s+(?:need\s+(?:it|that|the|to)|bother)|"
     r"never\s+mind|not\s+needed|no\s+longer\s+need|(?<!don't\s)(?<!not\s)(?<!never\s)"
     r"(?<!n't\s)forget\s+(?:about\s+)?(?:the|that|it|my)\b)"
@@ -161,11 +162,12 @@ _PAST_REPORT = rx(
     r"left|set|hung|fixed)\b(?!\s+(?:to|that|if|about)\b)"
 )
 # A thing and what became of it, in a few words: "TAX RETURN FILED", "hub posted back".
+_NO_LONGER = rx(r"\b(?:anymore|any\s+more|no\s+longer)\b")
 _PARTICIPLE_REPORT = rx(
     r"^(?:(?:the|my|our)\s+)?(?!(?:i|i'm|we|we're|he|she|they|it|it's|that|this|so|really|very|"
     r"just|am|is|are|was|were|be|been|feel|feeling|got|get|getting)\b)[a-z][\w'-]*"
-    r"(?:\s+[a-z][\w'-]*){0,3}?\s+(?:[a-z]{3,}ed|sent|paid|done|sorted)(?:\s+(?:back|off|in|out|up))?"
-    r"\W*$"
+    r"(?:\s+[a-z][\w'-]*){0,3}?\s+(?:[a-z]{3,}ed|sent|paid|done|sorted)"
+    r"(?:\s+(?:back|off|in|out|up|on|down|away))?(?:\W*$|\s*[,;]|\s+[^\w\s])"
 )
 _LOG_PREFIX = re.compile(r"^\s*(?:log\s*:\s*)?(?:\[[^\]]{1,30}\]\s*)?(?:[\w .-]{1,24}:\s+)?")
 _WHEN_WORDS = frozenset(
@@ -386,8 +388,9 @@ def clause_completions(
     sentences.sort(key=lambda s: _CALLED_OFF.search(s.text) is None)  # "drop that reminder" first
     for s in sentences:
         called_off = _CALLED_OFF.search(s.text)
-        if called_off and any(s.start <= t.start < s.end and t.value > now for t in times):
-            continue
+        planned = any(s.start <= t.start < s.end and t.value > now for t in times)
+        if called_off and planned and not _NO_LONGER.search(s.text):
+            continue  # "never mind, I'll do it friday" moves it; "… anymore" calls it off
         if plans and not called_off:
             continue
         short_past = len(s.text.split()) <= report_words and (

@@ -485,19 +485,21 @@ REQUEST_MARK = rx(
 )
 """Where a sentence asks to be reminded ("remind me to…", "don't let me forget…", "make sure
 I…", "set a reminder for…")."""
+_NEED_MARK = rx(r"\b(?:(?:I|we)\s+)?(?:need|have|got)\s+to\b|\bgotta\b")
 _ASIDE = re.compile(r"\s*\([^)]*\)")
 _REFERENT_SPLIT = re.compile(r"\s*[,;]\s+|\s+(?:and|but)\s+")
 
 
 def with_referent(title: str, text: str) -> str:
     """A to-do's title that only points at its thing ("send them on my lunch break", "remind
-    me that morning at 10", "grab a replacement") with the clauses before the request that
-    name it, up to
+    me that morning at 10", "grab a replacement", "i need to file it") with the clauses before
+    the request (or the need) that name it, up to
     ``REFERENT_CHARS``: "send them on my lunch break (kemi needs 3 months of payslips)"."""
     if len(content_tokens(title)) >= 2 and not _POINTING.search(title):
         return title
     at = text.lower().find(title.lower())
-    marks = list(REQUEST_MARK.finditer(text, 0, at if at >= 0 else len(text)))
+    end = at if at >= 0 else len(text)
+    marks = list(REQUEST_MARK.finditer(text, 0, end)) or list(_NEED_MARK.finditer(text, 0, end))
     if not marks:
         return title
     before = sentences_of(_ASIDE.sub("", text[: marks[-1].start()]))
