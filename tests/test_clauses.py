@@ -542,6 +542,13 @@ def test_got_with_a_participle_is_what_one_became() -> None:
         ),
         ("Mum's birthday is soon, she's mad about orchids", ("about:mum", "mad about orchids")),
         ("Mochi has kidney disease 😞 she's 14 and weighs 3.8kg", ("about:mochi", "14")),
+        # a name typed lowercase before "'s"
+        (
+            "leo's in 3rd grade at Maple Ridge Elementary",
+            ("about:leo", "in 3rd grade at Maple Ridge Elementary"),
+        ),
+        ("sam's vegetarian so dinner plans need to work around that", ("about:sam", "vegetarian")),
+        ("life's good", None),
     ],
 )
 def test_what_was_put_in_place_who_moved_and_who_is_fond_of_what(

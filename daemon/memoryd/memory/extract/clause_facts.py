@@ -105,8 +105,8 @@ _MY_CLAUSE = rx(
     r"can|can't|will|won't|doesn't|don't|never|always|usually|only)\b.+)$"
 )
 _THIRD = re.compile(
-    r"(?:^|(?<=[,;]\s))(?P<noun>[A-Z][a-z]+|[Hh]e|[Ss]he|[Tt]hey)(?:'s|\s+is|\s+has|\s+was|"
-    r"'s\s+been|\s+has\s+been)?\s+(?P<rest>(?:[a-z]+s|[a-z]+ed|[a-z]+ing|an?|on|in|at|into|"
+    r"(?:^|(?<=[,;]\s))(?:(?P<noun>[A-Z][a-z]+|[Hh]e|[Ss]he|[Tt]hey)(?:'s|\s+is|\s+has|\s+was|"
+    r"'s\s+been|\s+has\s+been)?|(?P<lower>[a-z]{3,})(?='s\s)'s(?:\s+been)?)\s+(?P<rest>(?:[a-z]+s|[a-z]+ed|[a-z]+ing|an?|on|in|at|into|"
     r"allergic|scared|afraid|vegan|vegetarian|gluten|(?:mad|crazy|nuts|obsessed|keen|fond|"
     r"passionate|big)\s+(?:about|on|with|of))\b.+|\d{1,3}(?:\s+(?:years?\s+old|yo))?(?=\s+(?:and|now)\b|\s*$))"
 )
@@ -466,7 +466,11 @@ def _read(
     if pattern is _MY_CLAUSE:
         return _fact(f"about:{_noun(m)}", obj, s, clause=m.string)
     if pattern is _THIRD:
-        who = _who(m["noun"], s, m.string[: m.start("noun")], earlier)
+        lower = m["lower"]  # "maya's started year 2", "sam's vegetarian", typed lowercase
+        if lower and (lower in NON_OBJECTS or lower in _NOT_PEOPLE or _names_nobody(lower)):
+            return None
+        subject = m["noun"] or lower
+        who = _who(subject, s, m.string[: m.start("noun" if m["noun"] else "lower")], earlier)
         return _fact(f"about:{who}", obj, s, update=update, clause=m.string) if who else None
     if pattern is _BE:
         negated = obj.lower().startswith(("not ", "no longer ")) or negated_change
@@ -545,6 +549,12 @@ def _names_nobody(word: str) -> bool:
         or lower in _INSTRUCTION_VERBS
     )
 
+
+_NOT_PEOPLE = frozenset(
+    "here let today tonight tomorrow yesterday everyone everybody someone somebody anyone "
+    "nobody life time weather thing things work week weekend day night morning what's".split()
+)
+"""Lowercase words before "'s" that name no person or pet ("here's", "let's", "life's")."""
 
 _INSTRUCTION_VERBS = frozenset(
     "try keep start stop avoid use make let add get put go swap switch aim focus think "
