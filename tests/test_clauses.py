@@ -567,6 +567,39 @@ def test_a_request_keeps_the_pattern_facts_said_beside_it() -> None:
 @pytest.mark.parametrize(
     ("text", "condition", "action"),
     [
+        # "on … nights/holidays" is a time trigger, before or after the action
+        ("from now on no screens after 6pm on school nights", "on school nights", "no screens"),
+        ("on public holidays pay the crew time and a half", "on public holidays", "pay the crew"),
+        # a trigger inside a time trigger keeps both; "tell me to" is the action
+        (
+            "from now on on weeknights if i'm still gaming after 11pm tell me to go to bed, "
+            "work is suffering lol",
+            "on weeknights, i'm still gaming after 11pm",
+            "tell me to go to bed",
+        ),
+        ("if the kids tell me they're hungry, give them fruit", "the kids tell me", "give them"),
+        # a request or an instruction right after a time trigger is the action
+        (
+            "every community day make sure i pop a lucky egg, forgot both today",
+            "every community day",
+            "make sure i pop a lucky egg",
+        ),
+        (
+            "every friday send bean there their invoice before 5, they pay faster",
+            "every friday",
+            "send",
+        ),
+    ],
+)
+def test_time_triggers_read_around_their_actions(text: str, condition: str, action: str) -> None:
+    (rule,) = clause_rules(text)
+    assert rule.conditions[0].startswith(condition)
+    assert rule.actions[0].startswith(action)
+
+
+@pytest.mark.parametrize(
+    ("text", "condition", "action"),
+    [
         # the action starts right after a time trigger
         (
             "on office days remind me at 7 to pack my badge because I always forget it",

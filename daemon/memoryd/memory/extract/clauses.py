@@ -26,6 +26,7 @@ from memoryd.memory.extract.rules import (
     steps,
 )
 from memoryd.memory.extract.sentences import (
+    IMPERATIVES,
     OPENING_FILLER,
     Sentence,
     cut_times,
@@ -50,7 +51,8 @@ __all__ = ["clause_completions", "clause_rules", "clause_tasks", "reports_done"]
 _TRIGGER = (
     r"(?:if|when|whenever|every\s+time|each\s+time|any\s*time|as\s+soon\s+as|once|in\s+case|"
     r"unless|before|after|during|while|until|for\s+(?:anything|any|everything|all)\b|"
-    r"on\s+(?:the\s+)?(?:days\b|(?:\w+\s+){1,2}days|"
+    r"on\s+(?:the\s+)?(?:days\b|(?:[\w-]+\s+){1,2}(?:days|nights|mornings|evenings|holidays)\b|"
+    r"weeknights|"
     r"(?:mon|tues|wednes|thurs|fri|satur|sun)days|weekends|weekdays|(?:(?:mon|tues|wednes|"
     r"thurs|fri|satur|sun)day|weekday|weekend)\s+(?:mornings|afternoons|evenings|nights))|"
     r"every\s+(?:\w+\s+)?(?:morning|evening|night|day|week|weekday|weekend|month|year|monday|"
@@ -67,6 +69,8 @@ _RULE_PREFIX_COMMA = rx(
 _RULE_PREFIX = rx(
     rf"^(?P<kw>{_TRIGGER})\b\s*(?P<cond>.*?)(?:\s*,(?!\d)\s*(?:then\s+)?|\s*:\s+|\s+then\s+|"
     r"(?<=\s)(?=(?:remind|nudge|ping|please|pls|make\s+sure|remember\s+to)\b)|"
+    r"(?<!\bI\s)(?<!\bwe\s)(?<!\byou\s)(?<!\bhe\s)(?<!\bshe\s)(?<!\bthey\s)(?<=\s)"
+    r"(?=(?:" + "|".join(sorted(IMPERATIVES)) + r")\b)|"
     r"(?<!\bI)(?<!\bwe)(?<!\byou)(?<!\bhe)(?<!\bshe)(?<!\bthey)"  # "whenever I book…": a verb
     r"\s+(?=(?:remind|please|make\s+sure|remember|always|never|don't|do\s+not|can\s+you|could\s+you|"
     r"you\s+(?:should|need|must)|I\s+(?:want|need|like|always|usually|have|should|must|will|'ll)|"
@@ -77,6 +81,10 @@ _RULE_PREFIX = rx(
 MAX_LEAD_WORDS = 3
 """Words before a trigger that opens the rule anyway ("and in general, whenever…", "the night
 before any exam, …"): a longer lead is the action of a rule whose trigger follows it."""
+_RULE_POSTFIX_END = rx(rf"^(?P<act>.+?)\s*,?\s+(?P<kw>{_TRIGGER})(?P<cond>)\W*$")
+_NESTED_TRIGGER = rx(
+    rf"^(?P<kw>{_TRIGGER})\s*,?\s+(?P<rest>(?:if|when|whenever|every\s+time|any\s*time)\b.+)$"
+)
 _TIMED = rx(rf"^(?P<kw>{_TRIGGER})\b[\s,]*(?P<act>.+)$")
 _RULE_POSTFIX = rx(rf"^(?P<act>.+?)\s*,?\s+(?P<kw>{_TRIGGER})\b\s*(?P<cond>.+)$")
 _STANDING = rx(
@@ -102,6 +110,10 @@ _SAYING = rx(
 )
 _OWN_SUBJECT = rx(r"^(?:I|we|you)\b")
 _NEXT_SUBJECT = re.compile(r"(?<=\w)\s+(?=(?:I|we)(?:'m|'ll|'d|'ve)?\s+[a-z])")
+_ASKED = rx(
+    rf"^(?:(?:please|pls)\s+)?(?:remind\s+me|make\s+sure|don't\s+let\s+me|tell\s+me|"
+    rf"(?:{'|'.join(IMPERATIVES)})\s)"
+)
 _WANT_TO = rx(
     r"^(?:morning\s+|evening\s+|night\s+)?(?:I|we)\s+(?:want|need|have|'d\s+like|would\s+like|"
     r"try|plan|mean)\s+to\s+(?P<what>.+)$"
@@ -211,7 +223,8 @@ def _sentence_rule(s: Sentence) -> RuleCandidate | None:
         for pattern in (_STANDING, _STANDING_TAIL):
             m = pattern.match(clause)
             if m:  # "from now on, for anything under 4 hours, take the train": its condition
-                inner = _prefix_rule(OPENING_FILLER.sub("", m["act"].strip()), s.text)
+                act = OPENING_FILLER.sub("", m["act"].strip())
+                inner = _prefix_rule(act, s.text) or _postfix_rule(act, s.text)
                 return inner or _rule(m["kw"], "", m["act"], s.text)
         found = _prefix_rule(OPENING_FILLER.sub("", clause), s.text)
         if found:
@@ -233,6 +246,15 @@ def _sentence_rule(s: Sentence) -> RuleCandidate | None:
         return _rule(m["kw"], m["cond"], m["act"], s.text)
     if _ALWAYS.match(text):
         return _rule("always", "", text, s.text)
+    return None
+
+
+def _postfix_rule(clause: str, text: str) -> RuleCandidate | None:
+    """ "no screens after 6pm on school nights": a time trigger after the action."""
+    for pattern in (_RULE_POSTFIX_END, _RULE_POSTFIX):
+        m = pattern.match(clause)
+        if m and _TIME_TRIGGER.match(m["kw"]) and len(m["act"].split()) >= 2:
+            return _rule(m["kw"], m["cond"], m["act"], text)
     return None
 
 
@@ -263,6 +285,12 @@ def _after_lead(m: re.Match[str], s: Sentence) -> RuleCandidate | None:
 def _prefix_rule(clause: str, text: str) -> RuleCandidate | None:
     """A rule whose trigger opens ``clause``: up to its comma if it has one, else up to the
     word that starts the action."""
+    nested = _NESTED_TRIGGER.match(clause)
+    if nested:  # "on weeknights if i'm still gaming after 11pm tell me to go to bed"
+        inner = _prefix_rule(nested["rest"], text)
+        if inner:
+            when = " ".join(nested["kw"].lower().split())
+            return dataclasses.replace(inner, conditions=[f"{when}, {inner.conditions[0]}"])
     for pattern in (_RULE_PREFIX_COMMA, _RULE_PREFIX):
         m = pattern.match(clause)
         if m and (m["cond"].strip() or _TIME_TRIGGER.match(m["kw"])):
@@ -274,10 +302,16 @@ def _prefix_rule(clause: str, text: str) -> RuleCandidate | None:
 
 def _wanted(kw: str, cond: str, act: str) -> tuple[str, str]:
     """ "every saturday morning I want to do a water change, remind me pls": after a time
-    trigger, what one wants to do is the action of a bare reminder request."""
+    trigger, what one wants to do is the action of a bare reminder request; a request or an
+    instruction right after it is the action ("every community day make sure i pop a lucky
+    egg, forgot both today"), what follows its comma a reason."""
+    if not _TIME_TRIGGER.match(kw):
+        return cond, act
     wanted = _WANT_TO.match(cond)
-    if wanted and _TIME_TRIGGER.match(kw) and _BARE_REMINDER.match(act):
+    if wanted and _BARE_REMINDER.match(act):
         return "", wanted["what"]
+    if _ASKED.match(cond.strip()):
+        return "", cond
     return cond, act
 
 

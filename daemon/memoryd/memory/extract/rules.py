@@ -66,7 +66,7 @@ _R_ADVICE = rx(r"^\s*(?:always|never|remember\s+to|make\s+sure)\b")
 # the comma.
 _REQUEST_IN_CONDITION = rx(
     r"\s+(?=(?:(?:can|could|would|will)\s+(?:you|u)\s+)?(?:(?:please|pls|plz)\s+)?"
-    r"(?:remind|ping|nudge|alert)\s+me\b|(?:please|pls|plz)\s+\w|give\s+me\s+a\s+"
+    r"(?:remind|ping|nudge|alert)\s+me\b|tell\s+me\s+to\b|(?:please|pls|plz)\s+\w|give\s+me\s+a\s+"
     r"(?:nudge|shout|reminder|ping|heads[\s-]?up)\b|make\s+sure\b|don't\s+let\s+me\b)"
 )
 
