@@ -658,3 +658,25 @@ def test_a_reminder_called_off_wins_over_a_third_party_report() -> None:
     (off,) = clause_completions(text, [], NOW)
     assert off.status is TaskStatus.CANCELLED
     assert "ullapool" in off.action
+
+
+def test_a_need_with_a_time_ahead_is_a_task_beside_a_request() -> None:
+    text = (
+        "they need my DBS form back, have to drop it at the church office by 5pm on the 12th. "
+        "also every time i've got a shift make sure i wear closed toe shoes"
+    )
+    tasks = clause_tasks(text, extract(text, NOW).times, NOW)
+    assert any("church office" in t.title for t in tasks)
+    assert any("closed toe shoes" in t.title for t in tasks)
+
+
+@pytest.mark.parametrize(
+    ("text", "status"),
+    [
+        ("dropped the DBS form off on my lunch break ✅", TaskStatus.DONE),  # delivered it
+        ("so don't worry about the grout anymore", TaskStatus.CANCELLED),
+    ],
+)
+def test_phrasal_reports(text: str, status: TaskStatus) -> None:
+    (found,) = clause_completions(text, [], NOW)
+    assert found.status is status

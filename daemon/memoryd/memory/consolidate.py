@@ -323,11 +323,11 @@ def closest_open_task(
     shared."""
     verb = content_words(report)[:1]
     words = set(content_words(report)[1:] if strict else content_words(report))
-    words -= GENERIC_TASK_WORDS | REPORT_WORDS
+    words = {_stem(w) for w in words - GENERIC_TASK_WORDS - REPORT_WORDS}
     scored = []
     for t in tasks:
         title = content_words(t.title)
-        shared = len(words & set(title))
+        shared = len(words & {_stem(w) for w in title})
         if shared >= min_shared and (not strict or shared >= 2 or title[:1] == verb):
             scored.append((shared, t))
     if not scored:
@@ -337,6 +337,16 @@ def closest_open_task(
         (t for n, t in scored if n == best),
         key=lambda t: (t.due is None, t.due.timestamp() if t.due else 0.0),
     )
+
+
+def _stem(word: str) -> str:
+    """One form for "mail", "mailing" and "mailed", "file" and "filed", for matching a report
+    to its task."""
+    for suffix in ("ing", "ed"):
+        if word.endswith(suffix) and len(word) > len(suffix) + 2:
+            word = word[: -len(suffix)]
+            break
+    return word.rstrip("e")
 
 
 REPORT_WORDS = frozenset(

@@ -112,7 +112,8 @@ _THIRD = re.compile(
 )
 _STOPPED = rx(
     r"^(?:(?P<who>[A-Z][a-z]+|he|she|they|I|we)(?:'ve|'s|\s+has|\s+have)?\s+)?(?:just\s+)?"
-    r"(?:quit|stopped|dropped|ditched|gave\s+up(?:\s+on)?|packed\s+in|cancelled)\s+(?P<rest>.+)$"
+    r"(?:quit|stopped|dropped|ditched|gave\s+up(?:\s+on)?|packed\s+in|cancelled)\s+"
+    r"(?!(?:[\w'-]+\s+){0,4}(?:off|by|in)\b)(?P<rest>.+)$"  # "dropped the form off" delivered it
 )
 # A name with what it is in brackets: "Biscuit (our beagle, he's 4)", "Dr Okafor (the
 # neurologist)", "CS50P (harvard's python course)".

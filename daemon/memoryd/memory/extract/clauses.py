@@ -35,6 +35,7 @@ from memoryd.memory.extract.sentences import (
     shorten,
 )
 from memoryd.memory.extract.tasks import (
+    NEED_MARK,
     REQUEST_MARK,
     Completion,
     TaskCandidate,
@@ -139,14 +140,16 @@ _REQUEST = rx(
 )
 _TO_CANCEL = rx(r"\bto\s+(?:cancel|call\s+off|scrap|drop|skip)\b")
 _CANCEL = rx(
-    r"\b(?:cancel(?:led|ed)?|call(?:ed)?\s+off|scrap(?:ped)?|drop(?:ped)?|skip(?:ped)?|"
+    r"\b(?:cancel(?:led|ed)?|call(?:ed)?\s+off|scrap(?:ped)?|"
+    r"drop(?:ped)?(?!(?:\s+[\w'-]+){0,4}\s+(?:off|by|in)\b)|skip(?:ped)?|"
     r"no\s+need\s+to|don't\s+need\s+to|(?:is|are|'s)\s+(?:cancelled|canceled|off))\b"
 )
 _CALLED_OFF = rx(
     r"\b(?:(?:drop|cancel|scrap|delete|remove|kill|ditch|clear)\s+(?:that|the|this|my)\s+"
     r"(?:[\w'-]+\s+){0,2}(?:reminder|task|alarm|to-?do)s?\b|"
     r"^(?:(?:ok|okay|actually|oh|so)\W+)?(?:scrap|skip|ditch|drop)\s+(?:the|that|my)\s+\w|"
-    r"no\s+need\s+(?:for|to)|(?:don't|do\s+not)\s+(?:need\s+(?:it|that|the|to)|bother)|"
+    r"no\s+need\s+(?:for|to)|(?:don't|do\s+not)\s+(?:need\s+(?:it|that|the|to)|bother|"
+    r"worry\s+about)|"
     r"never\s+mind|not\s+needed|no\s+longer\s+need|(?<!don't\s)(?<!not\s)(?<!never\s)"
     r"(?<!n't\s)forget\s+(?:about\s+)?(?:the|that|it|my)\b)"
 )
@@ -352,7 +355,7 @@ def _title(s: Sentence, times: list[TimeMention]) -> str:
     if text == s.text and ":" in s.text[:30]:
         text = _LOG_PREFIX.sub("", s.text, count=1)
     offset = s.start + len(s.text) - len(text)
-    mark = REQUEST_MARK.search(text)
+    mark = REQUEST_MARK.search(text) or NEED_MARK.search(text)
     if mark:
         after = _cut(text[mark.end() :], offset + mark.end(), times)
         if set(content_tokens(after)) - _WHEN_WORDS or mark.start() == 0:
@@ -370,16 +373,27 @@ def _cut(what: str, at: int, times: list[TimeMention]) -> str:
 
 def clause_tasks(text: str, times: list[TimeMention], now: datetime) -> list[TaskCandidate]:
     """One task per sentence that asks for a reminder in so many words ("remind me…", "make
-    sure I…"); with none, one from the sentence that asks at all ("can you…", "need to…"),
-    else one that names a time, else the first. The action is the title; the due time is the
-    request's first upcoming time, those after its request mark first ("registration closes
-    April 2, remind me to register on March 30" is due March 30). ``generic`` when the request
-    leaves no title."""
+    sure I…") or says something must be done by a time ahead ("have to drop it at the office
+    by 5pm on the 12th"); with none, one from the sentence that asks at all ("can you…",
+    "need to…"), else one that names a time, else the first. The action is the title; the due
+    time is the request's first upcoming time, those after its request mark first
+    ("registration closes April 2, remind me to register on March 30" is due March 30).
+    ``generic`` when the request leaves no title."""
     sentences = sentences_of(text)
     if not sentences:
         return []
-    asking = [s for s in sentences if REQUEST_MARK.search(s.text)] or [_asking(sentences, times)]
+    asking = [
+        s
+        for s in sentences
+        if REQUEST_MARK.search(s.text) or (NEED_MARK.search(s.text) and _ahead(s, times, now))
+    ] or [_asking(sentences, times)]
     return [_task(s, text, times, now) for s in asking]
+
+
+def _ahead(s: Sentence, times: list[TimeMention], now: datetime) -> bool:
+    """Whether the sentence names a time from today on."""
+    today = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    return any(s.start <= t.start < s.end and t.value >= today for t in times)
 
 
 def _task(s: Sentence, text: str, times: list[TimeMention], now: datetime) -> TaskCandidate:

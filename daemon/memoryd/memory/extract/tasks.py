@@ -33,6 +33,7 @@ from memoryd.text import content_tokens
 __all__ = [
     "CLAUSE_WORDS",
     "COMPLETION_VERBS",
+    "NEED_MARK",
     "NOT_TASKS",
     "REQUEST_MARK",
     "TAKE_IDIOMS",
@@ -485,7 +486,8 @@ REQUEST_MARK = rx(
 )
 """Where a sentence asks to be reminded ("remind me to…", "don't let me forget…", "make sure
 I…", "set a reminder for…")."""
-_NEED_MARK = rx(r"\b(?:(?:I|we)\s+)?(?:need|have|got)\s+to\b|\bgotta\b")
+NEED_MARK = rx(r"\b(?:(?:I|we)\s+)?(?:need|have|got)\s+to\b|\bgotta\b")
+"""Where a sentence says something must be done ("have to drop it at the office")."""
 _ASIDE = re.compile(r"\s*\([^)]*\)")
 _REFERENT_SPLIT = re.compile(r"\s*[,;]\s+|\s+(?:and|but)\s+")
 
@@ -499,7 +501,7 @@ def with_referent(title: str, text: str) -> str:
         return title
     at = text.lower().find(title.lower())
     end = at if at >= 0 else len(text)
-    marks = list(REQUEST_MARK.finditer(text, 0, end)) or list(_NEED_MARK.finditer(text, 0, end))
+    marks = list(REQUEST_MARK.finditer(text, 0, end)) or list(NEED_MARK.finditer(text, 0, end))
     if not marks:
         return title
     before = sentences_of(_ASIDE.sub("", text[: marks[-1].start()]))
