@@ -107,10 +107,10 @@ turn costs more than a noisy one kept (docs/decisions.md#router-fragment-word-li
 line called noise ("sync complete") is dropped whatever its length."""
 
 REPORT_WORDS = 16
-"""The longest report line read from a turn the router did not call working (:func:`_reports`);
-a working turn's reports are shorter (``clauses.MAX_REPORT_WORDS``), but a report that must
-share two words with an open task may say more ("posted the virgin hub back at the post
-office")."""
+"""The longest report line read from a turn the router did not call working
+(:func:`build_reports`); a working turn's reports are shorter (``clauses.MAX_REPORT_WORDS``),
+but a report that must share two words with an open task may say more ("posted the virgin hub
+back at the post office")."""
 
 EVIDENCE_RELATIONS = frozenset({"allergic_to", "has_condition", "takes_medication"})
 
