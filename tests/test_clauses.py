@@ -680,3 +680,25 @@ def test_a_need_with_a_time_ahead_is_a_task_beside_a_request() -> None:
 def test_phrasal_reports(text: str, status: TaskStatus) -> None:
     (found,) = clause_completions(text, [], NOW)
     assert found.status is status
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # a thing and its amount, "'s" for "is", after what was agreed
+        (
+            "she turned 9 today!! we agreed bedtime's 8pm now she's older",
+            ("attribute:bedtime", "8pm", True),
+        ),
+        ("rent's £950 a month", ("attribute:rent", "£950 a month", False)),
+        ("we decided that the budget is £500", ("attribute:budget", "£500", False)),
+    ],
+)
+def test_an_amount_after_s_and_what_was_agreed(text: str, expected: tuple[str, str, bool]) -> None:
+    read = clause_facts(text, extract(text, NOW).times)
+    assert [(f.relation, f.object, f.update) for f in read] == [expected]
+
+
+@pytest.mark.parametrize("text", ["it's 5pm", "that's 20 quid", "Let's go at 5"])
+def test_no_amount_of_nothing(text: str) -> None:
+    assert clause_facts(text, extract(text, NOW).times) == []

@@ -131,6 +131,15 @@ _LABEL_COLON = rx(
     r"they're|my|our)\s|[a-z][\w.'-]*(?:\s+[a-z][\w.'-]*){0,2}\s+(?:is|'s|has|was|are|were)\s).+)$"
 )
 _NEW = rx(r"^new\s+")
+# "bedtime's 8pm now", "rent's £950": a thing and its amount, with "'s" for "is"
+_COUNTED = rx(
+    r"^(?:(?:the|my|our)\s+)?(?P<noun>[a-z][\w-]*(?:\s+[a-z][\w-]*)?)'s\s+(?P<rest>[£$€]?\d.*)$"
+)
+# "we agreed bedtime's 8pm now", "we decided that the budget is £500": the decision itself
+_DECIDED = rx(
+    r"^(?:(?:so|and)\s+)?(?:we|I|they)\s+(?:(?:have|'ve)\s+)?(?:agreed|decided|settled\s+on)"
+    r"\s+(?:that\s+)?(?P<rest>(?!to\b|on\b)\w.+)$"
+)
 _BECAME = rx(r"^(?:[a-z]+ed|chosen|given|taken|made)\s+(?:as\s+|to\s+)?\w")
 _ARTICLE = rx(r"^\s*(?:a|an)\s")
 _AND_ARTICLE = rx(r"\s+and\s+(?:a|an)\s")
@@ -340,6 +349,14 @@ def _sentence_facts(
 def _clause_fact(
     text: str, s: Sentence, times: list[TimeMention], previous: str | None, earlier: str
 ) -> FactCandidate | list[FactCandidate] | str | None:
+    decided = _DECIDED.match(text)
+    if decided:  # "we agreed bedtime's 8pm now": what was agreed
+        return _clause_fact(decided["rest"], s, times, previous, earlier)
+    counted = _COUNTED.match(text)
+    if counted and not _names_nobody(counted["noun"].split()[0]):
+        update = _UPDATE_CUE.search(text) is not None
+        noun = canonical_name(counted["noun"])
+        return _fact(f"attribute:{noun}", _clean(counted["rest"]), s, update=update, clause=text)
     labelled = _LABEL_COLON.match(text)
     if labelled:  # "Big news: he's moved to Glasgow": the clause after the label, which
         at = s.text.find(labelled["rest"])  # names nobody
