@@ -98,6 +98,7 @@ class BatchView:
         self.journal = journal
         self.exclude_turn = exclude_turn
         self._staged: dict[str, Memory] = {}
+        self._stored_open: list[Task] | None = None
 
     def stage(self, records: Sequence[Memory]) -> None:
         self._staged.update((m.id, m) for m in records)
@@ -127,7 +128,11 @@ class BatchView:
         ]
 
     def open_tasks(self) -> list[Task]:
-        stored = self.journal.open_tasks()
+        """Read from the journal once per view: every change the batch makes to a task is
+        staged, and staged records win."""
+        if self._stored_open is None:
+            self._stored_open = self.journal.open_tasks()
+        stored = self._stored_open
         return [
             t
             for t in self._merged(stored, Task)
