@@ -476,8 +476,9 @@ _PATTERNS: tuple[_Pattern, ...] = (
     ),
     _pattern(
         r"\b(?P<word>the\s+day\s+before\s+yesterday|the\s+day\s+after\s+tomorrow|today|"
-        r"tonight|last\s+night|yesterday|tomorrow|tmrw|tmr|tmw|tomoz|2moro|2morrow|tomorow|"
-        r"tommorow|tommorrow)\b"
+        r"tonight|last\s+night|yesterday|tomorrow|"
+        + "|".join(sorted(TOMORROW_SPELLINGS, key=len, reverse=True))
+        + r")\b"
         r"(?:\s+(?P<pod>morning|afternoon|evening|night)\b)?",
         _r_named_day,
         ("today", "tonight", "night", "yesterday", "tom", "tm", "2mor"),

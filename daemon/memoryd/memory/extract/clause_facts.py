@@ -131,6 +131,8 @@ _LABEL_COLON = rx(
     r"they're|my|our)\s|[a-z][\w.'-]*(?:\s+[a-z][\w.'-]*){0,2}\s+(?:is|'s|has|was|are|were)\s).+)$"
 )
 _NEW = rx(r"^new\s+")
+_LEADING_PREP = rx(r"^(?:in|at|to|with|for|on|doing)\s+")
+"""A preposition that opens an object ("I work at Monzo" → Monzo)."""
 # "bedtime's 8pm now", "rent's £950": a thing and its amount, with "'s" for "is"
 _COUNTED = rx(
     r"^(?:(?:the|my|our)\s+)?(?P<noun>[a-z][\w-]*(?:\s+[a-z][\w-]*)?)'s\s+(?P<rest>[£$€]?\d.*)$"
@@ -420,8 +422,7 @@ def _listed(read: FactCandidate, rest: str) -> list[FactCandidate]:
     if not commas and not articles:
         return [read]
     items = [_clean(i) for i in list_items(raw)]
-    prefix = re.compile(r"^(?:(?:in|at|to|with|for|on|doing)\s+)?", re.IGNORECASE)
-    items = [prefix.sub("", i) for i in items]
+    items = [_LEADING_PREP.sub("", i) for i in items]
     if len(items) < 2 or not all(0 < len(i.split()) <= max_words(i) for i in items):
         return [read]
     if items[0] != read.object and not (articles and read.object.startswith(items[0])):
@@ -523,7 +524,7 @@ def _read(
     elif past and (_is_event(s, times) or lemma not in VERB_RELATIONS):
         return "event"  # a past verb that names no state ("I made a cake") is an event
     negated = (bool(neg) and not neg.startswith("used")) or negated_change
-    obj = re.sub(r"^(?:in|at|to|with|for|on|doing)\s+", "", obj, flags=re.IGNORECASE)
+    obj = _LEADING_PREP.sub("", obj)
     obj = LEADING_DET.sub("", obj)
     if lemma == "have" and is_health_related(obj):  # "I've got a sprained wrist": a condition,
         return _fact(

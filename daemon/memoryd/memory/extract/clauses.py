@@ -19,6 +19,7 @@ import dataclasses
 import re
 from datetime import datetime
 
+from memoryd.memory.extract.facts import NEGATED_CHANGE
 from memoryd.memory.extract.rules import (
     RuleCandidate,
     request_in_condition,
@@ -177,7 +178,6 @@ _PAST_REPORT = rx(
     r"left|set|hung|fixed)\b(?!\s+(?:to|that|if|about)\b)"
 )
 # A thing and what became of it, in a few words: "TAX RETURN FILED", "hub posted back".
-_NO_LONGER = rx(r"\b(?:anymore|any\s+more|no\s+longer)\b")
 _PARTICIPLE_REPORT = rx(
     r"^(?:(?:the|my|our)\s+)?(?!(?:i|i'm|we|we're|he|she|they|it|it's|that|this|so|really|very|"
     r"just|am|is|are|was|were|be|been|feel|feeling|got|get|getting)\b)[a-z][\w'-]*"
@@ -433,11 +433,11 @@ def clause_completions(
     for a request called off in so many words); a question is no report either."""
     sentences = [s for s in sentences_of(text) if not s.question]
     plans = any(t.value > now for t in times)
-    sentences.sort(key=lambda s: _CALLED_OFF.search(s.text) is None)  # "drop that reminder" first
-    for s in sentences:
-        called_off = _CALLED_OFF.search(s.text)
+    marked = [(s, _CALLED_OFF.search(s.text)) for s in sentences]
+    marked.sort(key=lambda sm: sm[1] is None)  # "drop that reminder" first
+    for s, called_off in marked:
         planned = any(s.start <= t.start < s.end and t.value > now for t in times)
-        if called_off and planned and not _NO_LONGER.search(s.text):
+        if called_off and planned and not NEGATED_CHANGE.search(s.text):
             continue  # "never mind, I'll do it friday" moves it; "… anymore" calls it off
         if plans and not called_off:
             continue
