@@ -375,6 +375,84 @@ def test_a_clause_that_states_nothing_of_anyone_is_no_fact(text: str) -> None:
     assert clause_facts(text, extract(text, NOW).times) == []
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Keep me posted, I'm here for you.",  # the listener
+        "I really appreciate your support through all this.",
+        "Yeah, I get it. I'm loving it!",  # a value that points back
+        "I read a few of them.",
+        "I like sharing what",  # a value cut short
+        "Cooking is definitely calming.",  # an opinion of a thing, not a fact of anyone
+        "Finding balance is key.",
+        "Trying local seafood is a must!",
+        "Thanks, Caroline. It was tough, but I'm doing ok.",
+        "Adoption sounds awesome.",
+        "Joining a church can be really encouraging.",
+        "Not easy facing setbacks.",
+        "It's always nice to know that what I'm doing is making an impact.",  # inside a clause
+        "This picture reminds me of a road trip we took last year.",  # a time is no value
+        "We had to say goodbye to our old car.",  # an obligation, nothing one has
+        "Every time I log a lunch under 30g protein, nudge me to add greek yogurt.",  # a trigger
+    ],
+)
+def test_a_value_that_cannot_stand_alone_is_no_fact_and_no_sentence(text: str) -> None:
+    assert clause_facts(text, extract(text, NOW).times) == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Keep up the amazing work!",  # to the listener
+        "I seriously admire what you do.",
+        "Exploring nature and family time is so special.",  # a saying about an activity
+        "Let's make some change in our community!",  # a plan of the moment
+        "Love the red and blue.",
+        "Sometimes it feels like it's too much.",  # led by a pronoun
+    ],
+)
+def test_a_sentence_kept_whole_must_open_with_its_speaker(text: str) -> None:
+    assert clause_facts(text, extract(text, NOW).times) == []
+
+
+def test_a_fact_said_with_feeling_is_still_a_fact() -> None:
+    assert _facts("I'm so allergic to peanuts") == [("is", "so allergic to peanuts", False)]
+    assert _facts("I'm really into jazz these days") == [("is", "really into jazz", False)]
+    assert _facts("no more dairy for me") == [("uses", "dairy", True)]
+    assert _facts("so pickup's 3:30 now, not 3:15")[-1] == ("attribute:pickup", "3:15", True)
+    assert _facts("When I was a kid we lived in Paris, and I'm a nurse now") == [
+        ("is", "nurse", False)
+    ]
+    text = "I typically hold the plank for 30-60 seconds."
+    assert [f.parse for f in clause_facts(text, [])] == [Parse.GENERIC]
+
+
+def test_chat_shorthand_for_having_joining_and_leaving() -> None:
+    # the speaker dropped before a verb; the comma before it starts a clause of its own
+    text = "ok did it, got the citi bike annual membership (commuter benefit covers it yay)."
+    assert _facts(text) == [("has", "citi bike annual membership", False)]
+    text = "signed up to volunteer at the st aidan's food bank!! saturday mornings 9-12"
+    assert ("member_of", "volunteer at the st aidan's food bank", False) in _facts(text)
+    assert [(f.relation, f.ended) for f in clause_facts("I joined a choir last month", [])] == [
+        ("member_of", False)
+    ]
+    text = "update: I'm off upwork completely, moved my 3 regular clients to Wave."
+    assert ("is", "upwork", True) in _facts(text)
+    assert _facts("I'm off to Spain tomorrow")[0][0] == "states"  # a trip, not a value left
+    text = "we've Netflix, Apple TV and Prime. no Sky, not paying for that"
+    assert ("uses", "Sky", True) in _facts(text)
+    assert _facts("no idea, no worries") == []
+    assert _facts("budget is 25k all in.") == [("attribute:budget", "25k", False)]
+
+
+def test_a_pronoun_is_not_the_listener_called_by_name() -> None:
+    text = "Hey Maria, long time no talk! Life's been wild. We said goodbye to Max. He was our dog"
+    assert ("about:max", "was our dog", False) in _facts(text)
+    text = "Thanks, Joanna! My sister Anna moved to Leeds. She's a nurse now."
+    assert ("about:anna", "nurse", False) in _facts(text)
+    assert not [f for f in _facts("Even when times are hard, they always have my back.")]
+
+
 def test_each_clause_has_its_own_subject_and_its_own_tense() -> None:
     text = "Mochi used to go outside until last spring, she's been an indoor cat since we moved."
     facts = clause_facts(text, extract(text, NOW).times)

@@ -475,6 +475,7 @@ def _pair_json(p: Pair, threshold: float) -> dict[str, Any]:
         "sentence": p.fact.sentence,
         "relation": p.fact.relation,
         "origin": p.fact.origin,
+        "parse": p.fact.parse,
         "sources": list(p.fact.sources),
         "matched": obs is not None and p.score >= threshold,
         "best_score": p.score if obs is not None else None,

@@ -9,7 +9,8 @@ domain's vocabulary::
 
 When the clause cannot be read the sentence itself is kept: a fact that ``states`` it
 (``parse: generic``). A clause that states nothing of anyone (a past event, a verdict on the
-moment, a sentence about the listener) is no fact at all.
+moment, a sentence about the listener, a value that cannot stand alone: :mod:`.stated`) is no
+fact at all.
 """
 
 from __future__ import annotations
@@ -20,11 +21,10 @@ from collections.abc import Collection
 
 from memoryd.memory.extract.facts import NEGATED_CHANGE, FactCandidate
 from memoryd.memory.extract.health import is_health_related
-from memoryd.memory.extract.names import CAPITAL_STOPWORDS, canonical_name
+from memoryd.memory.extract.names import canonical_name
 from memoryd.memory.extract.phrases import list_items, max_words
 from memoryd.memory.extract.sentences import (
     CONDITIONAL,
-    IMPERATIVES,
     LEADING_DET,
     NON_OBJECTS,
     OPENING_FILLER,
@@ -32,6 +32,16 @@ from memoryd.memory.extract.sentences import (
     rx,
     sentences_of,
     shorten,
+)
+from memoryd.memory.extract.stated import (
+    NOT_PEOPLE,
+    OPENERS,
+    VERDICT,
+    cannot_stand_alone,
+    named,
+    names_nobody,
+    no_subject,
+    of_speaker,
 )
 from memoryd.memory.timeparse import TimeMention
 from memoryd.models import EntityType, Parse
@@ -56,12 +66,14 @@ VERB_RELATIONS: dict[str, str] = {
     "get": "gets", "pay": "pays", "earn": "earns", "run": "runs", "train": "trains",
     "swim": "swims", "cycle": "cycles", "walk": "walks", "sleep": "sleeps", "cook": "cooks",
     "collect": "collects", "teach": "teaches", "rent": "rents", "do": "does",
+    "join": "member_of",
 }  # fmt: skip
 _IRREGULAR = {
     "has": "have", "had": "have", "went": "go", "goes": "go", "took": "take", "ate": "eat",
     "drank": "drink", "drove": "drive", "wore": "wear", "ran": "run", "swam": "swim",
     "rode": "ride", "spoke": "speak", "taught": "teach", "kept": "keep", "grew": "grow",
-    "got": "get", "paid": "pay", "studies": "study", "studied": "study", "lived": "live",
+    "got": "get", "paid": "pay", "thought": "think", "studies": "study", "studied": "study",
+    "lived": "live",
     "worked": "work", "loved": "love", "liked": "like", "used": "use", "played": "play",
     "was": "be", "were": "be", "am": "be", "is": "be", "are": "be", "been": "be",
 }  # fmt: skip
@@ -81,11 +93,12 @@ _NOT_VERBS = frozenset(
     "wanna gonna gotta both all least thing things picture regular "
     "just really also still always usually never often sometimes now only even actually "
     "currently generally normally mostly definitely probably think guess feel know mean hope "
-    "want wish wonder".split()
+    "want wish wonder last for of on in at with about from by as each sometimes "
+    "sometims".split()
 )
 
 _BE = rx(
-    r"(?<![\w'])(?:I'm|I\s+am|I've\s+been|I\s+have\s+been|we're|we\s+are)\s+(?!(?:going|gonna|"
+    r"(?<![\w'])(?:I'm|I\s+am|I've\s+been|I\s+have\s+been|we're|we\s+are)\s+(?!(?:going|gonna|off\s+to|"
     r"about|trying|thinking|not\s+sure|just\s+(?:wondering|checking)))(?P<rest>.+)$"
 )
 _MY = rx(
@@ -147,27 +160,7 @@ _ARTICLE = rx(r"^\s*(?:a|an)\s")
 _AND_ARTICLE = rx(r"\s+and\s+(?:a|an)\s")
 _CHANGE_LABEL = rx(r"\b(?:update[sd]?|change[sd]?|correction|twist|switch|new)\b")
 _LIST_AND = rx(r",?\s+(?:and|or|&)\s+\S")
-_SPEAKER = rx(r"(?<![\w'])(?:I|I'm|I've|I'd|I'll|my|me|mine|we|we're|we've|our|us)(?![\w'])")
-_EXCLAMATIONS = frozenset(
-    "wow thanks thank congrats congratulations sounds great awesome cool nice good aww yay "
-    "omg lol haha let's lets".split()
-)
-_BRACKETED = re.compile(r"\[[^\]]*\]")
 _DETERMINERS = frozenset("a an the my our some two three".split())
-# How one feels about the moment, or what one thinks of a thing: not a fact about anyone
-# ("I'm so excited", "the trip was amazing"); a fear or an allergy is ("scared of heights").
-_VERDICT = rx(
-    r"^(?:(?:so+|really|very|super|just|pretty|totally|absolutely|quite|kinda|more|most|such|"
-    r"truly|incredibly|extremely|a\s+bit|a\s+little|a|an)\s+)*(?:proud|excited|glad|happy|thrilled|"
-    r"sure|sorry|grateful|thankful|stoked|lucky|blessed|inspired|amazed|curious|delighted|"
-    r"honou?red|touched|relieved|sad|upset|nervous|worried|stressed|impressed|pumped|psyched|"
-    r"overwhelmed|bummed|disappointed|jealous|motivated|determined|confident|hopeful|eager|"
-    r"amazing|great|awesome|beautiful|lovely|nice|good|fun|wonderful|incredible|cool|fantastic|"
-    r"tough|hard|crazy|wild|special|perfect|gorgeous|stunning|brilliant|terrible|awful|"
-    r"horrible|insane|unreal|epic|breathtaking|magical|huge|exciting|inspiring|fascinating|"
-    r"interesting|rewarding|fulfilling|challenging|scary)\b"
-)
-_NAME_WORD = re.compile(r"\b[A-Z][a-z]{2,}\b")
 _VERB_CLAUSE = rx(
     r"(?<![\w'])(?:I|we)(?:'ve|\s+have)?\s+(?P<adv>(?:(?:really|also|still|always|usually|normally|generally|finally|recently|"
     r"already|eventually|officially|"
@@ -200,14 +193,20 @@ _SWITCH_SUBJECT = rx(
     r"^(?:the\s+|my\s+|our\s+)?(?P<noun>[a-z][\w-]*(?:\s+[a-z][\w-]*)?)(?:'s|'ve|'m|'d|\s+has|\s+is|"
     r"\s+have|\s+had)?(?:\s+(?:just|finally|now|recently|already|also))?\s*$"
 )
-_OPENERS = frozenset(
-    "and but so then now yes yeah oh ok okay also well today yesterday sometimes usually fyi "
-    "btw honestly actually anyway plus hey hi morning".split()
-)
 _STOP_VERBS = frozenset({"stop", "quit", "drop", "ditch", "cancel"})
+_JOIN_VERBS = frozenset({"join", "sign", "enrol", "enroll", "subscribe"})
+_SIGNED_UP = rx(r"^up\s+(?:to|for|with)?\s*")
+_OFF = rx(r"^off\s+(?!to\b|work\b|sick\b|duty\b)")
+_DROPPED_SUBJECT_VERBS = (
+    r"got|bought|joined|started|booked|signed\s+up|switched|moved|finished|ordered|renewed|"
+    r"cancelled|canceled|upgraded|downgraded|adopted|picked\s+up|set\s+up"
+)
+# "got the citi bike membership", "joined a choir": chat drops the speaker before a verb
+_DROPPED_SUBJECT = rx(rf"^(?:{_DROPPED_SUBJECT_VERBS})\s")
 _FACT_CLAUSES = rx(
     r"\s*[,;]\s+(?:and\s+|but\s+|so\s+)?(?=(?:I|I'm|I've|I'd|my|we|we're|we've|our|no\s+more|"
-    r"not|she's|he's|they're|she|he|they)\b)|\s+(?:and|but|so)\s+(?=(?:I|I'm|I've|my|we|we're|our)\b)|\s+[—–]\s+|"
+    r"not|she's|he's|they're|she|he|they|no\s+[A-Z]|" + _DROPPED_SUBJECT_VERBS + r")\b)|"
+    r"\s+(?:and|but|so)\s+(?=(?:I|I'm|I've|my|we|we're|our)\b)|\s+[—–]\s+|"
     r"\s*,\s+(?=(?:the\s+|my\s+|our\s+)?[a-z][\w'-]*(?:\s+[a-z][\w'-]*)?\s+(?:is|are)\s)|"
     r"\s+(?:and|but|so)\s+(?=[A-Z][\w.'-]*(?:\s+[A-Z][\w.'-]*)*\s+(?:is|'s)\s+(?:now\s+)?(?:my|our)\s)"
     r"|\s+(?:and|but)\s+(?=(?:the\s+|my\s+|our\s+)?[a-z][\w'-]*\s+"
@@ -227,7 +226,13 @@ _PUT_IN_PLACE = rx(
     r"(?:is|are|'s|'re|got)\s+(?:now\s+|finally\s+|all\s+)?"
     r"(?:installed|paired|set\s+up|connected|fitted)\b"
 )
-_NO_MORE = rx(r"^(?:and\s+)?(?:no\s+more|not\s+any\s+more|not)\s+(?P<rest>.+)$")
+_TRIGGER_LEAD = rx(r"^(?:every\s+time|each\s+time|whenever|any\s*time)\s")
+"""A clause that opens as a rule's trigger: what follows is a condition, not a fact."""
+_RELATIVE = rx(r"\b(?:what|how|where|why|who|whom|which|whatever|wherever)\s+$")
+_NO_MORE = re.compile(
+    r"^(?:and\s+)?(?:(?i:no\s+more|not\s+any\s+more|not)\s+(?P<rest>.+)|[Nn]o\s+(?P<name>[A-Z].*))$"
+)
+"""A value called off: "no more whole milk", "not 3:15", "no Sky" (a name: not "no idea")."""
 # "I'm at the gym in Newtown now", "doing saturday 9am instead": the value replaces the old one
 _UPDATE_CUE = rx(r"\b(?:now|these\s+days|nowadays|instead)\b")
 _ENDED = rx(
@@ -243,7 +248,9 @@ _LIST_END = rx(_OBJECT_END.pattern.replace(r"\s*,(?!\d)|", "", 1))
 _TRAIL = rx(
     r"(?:\s+(?:now|anymore|any\s+more|these\s+days|lately|again|too|as\s+well|though|tbh|lol|"
     r"haha|instead|at\s+all|either|really|honestly|actually|today|yesterday|at\s+the\s+moment|"
-    r"right\s+now|from\s+now\s+on|for\s+now|nowadays))+$"
+    r"right\s+now|from\s+now\s+on|for\s+now|for\s+(?:me|us)|all\s+in|completely|for\s+good|"
+    r"nowadays|as\s+of\s+(?:today|now|this\s+\w+)|"
+    r"and|or|but|so|then))+$"
 )
 _TRAIL_TIME = rx(
     r"(?:\s+(?:in|since|from|until|till|during|around|for|back\s+in)\s+(?:(?:19|20)\d\d|(?:a|an|\w+)\s+"
@@ -259,7 +266,8 @@ def _clean(phrase: str) -> str:
     """The object phrase up to its clause's end, without fillers and determiners. Times stay:
     in a fact they are often the value ("my painting time is Sunday mornings")."""
     phrase = _EMOJI.sub("", _OBJECT_END.split(phrase, maxsplit=1)[0])
-    phrase = _TRAIL.sub("", _TRAIL_TIME.sub("", phrase.strip(" .,'\"-"))).strip(" .,'\"-")
+    phrase = _TRAIL_TIME.sub("", " " + phrase.strip(" .,'\"-"))
+    phrase = _TRAIL.sub("", phrase.strip(" .,'\"-")).strip(" .,'\"-")
     return LEADING_DET.sub("", phrase).strip(" .,'\"-")
 
 
@@ -308,12 +316,15 @@ def _fact(
     kind: EntityType = EntityType.OBJECT,
     past: bool = False,
     clause: str | None = None,
-) -> FactCandidate | None:
+) -> FactCandidate | str | None:
     """A clause fact of sentence ``s``; over when its verb is past or its ``clause`` (default:
-    the sentence) says it ended ("used to…, she's been an indoor cat since": only the first)."""
+    the sentence) says it ended ("used to…, she's been an indoor cat since": only the first).
+    "unstated" when the value cannot stand alone (:func:`cannot_stand_alone`)."""
     words = obj.split()
     if not words or len(words) > MAX_OBJECT_WORDS:
         return None
+    if cannot_stand_alone(words):
+        return "unstated"
     ended = (past or fact_is_ended(s.text if clause is None else clause)) and not negated
     confidence = 0.55 if len(words) <= 4 else 0.45
     return FactCandidate(
@@ -338,8 +349,12 @@ def _sentence_facts(
     for clause in (c for c in _FACT_CLAUSES.split(text) if c and c.strip()):
         if CONDITIONAL.match(clause):
             break
+        if _TRIGGER_LEAD.match(clause):
+            continue
         previous = out[-1].relation if out else None
-        read = _clause_fact(clause.strip(), s, times, previous, earlier)
+        clause = clause.strip()
+        clause = f"I {clause}" if _DROPPED_SUBJECT.match(clause) else clause
+        read = _clause_fact(clause, s, times, previous, earlier)
         if isinstance(read, FactCandidate):
             out.append(read)
         elif isinstance(read, list):
@@ -355,7 +370,7 @@ def _clause_fact(
     if decided:  # "we agreed bedtime's 8pm now": what was agreed
         return _clause_fact(decided["rest"], s, times, previous, earlier)
     counted = _COUNTED.match(text)
-    if counted and not _names_nobody(counted["noun"].split()[0]):
+    if counted and not names_nobody(counted["noun"].split()[0]):
         update = _UPDATE_CUE.search(text) is not None
         noun = canonical_name(counted["noun"])
         return _fact(f"attribute:{noun}", _clean(counted["rest"]), s, update=update, clause=text)
@@ -390,16 +405,15 @@ def _clause_fact(
         relation = f"about:{who}" if who else "does"
         return _fact(relation, _clean(stop["rest"]), s, negated=True, update=True, clause=text)
     no_more = _NO_MORE.match(text)
-    if no_more:
-        return _fact(
-            previous or "uses", _clean(no_more["rest"]), s, negated=True, update=True, clause=text
-        )
+    value = no_more and (no_more["rest"] or no_more["name"])
+    if value and not VERDICT.match(value):  # not "Not easy facing setbacks"
+        return _fact(previous or "uses", _clean(value), s, negated=True, update=True, clause=text)
     negated_change = NEGATED_CHANGE.search(text) is not None
     update = negated_change or bool(_UPDATE_CUE.search(text))
     found = [(p, m) for p in _CLAUSE_PATTERNS if (m := p.search(text))]
     for pattern, m in sorted(found, key=lambda pm: pm[1].start()):  # the clause's own subject
-        if CONDITIONAL.search(text, 0, m.start("rest")):
-            continue
+        if CONDITIONAL.search(text, 0, m.start("rest")) or _RELATIVE.search(text, 0, m.start()):
+            continue  # a hedge, or a clause inside another ("what I'm doing is…")
         read = _read(pattern, m, s, times, negated_change, update=update, earlier=earlier)
         if isinstance(read, FactCandidate) and pattern in (_BE, _VERB_CLAUSE):
             return _listed(read, m["rest"])
@@ -468,12 +482,12 @@ def _read(
     """The fact one clause pattern's match states ("event" for a past event, "verdict" for how
     one feels or what one thinks of a thing)."""
     if pattern is _NAME_IS_MY:
-        if _names_nobody(m["value"].split()[0]):
+        if names_nobody(m["value"].split()[0]):
             return None
         noun = canonical_name(_TRAIL.sub("", m["noun"]))
         return _fact(f"attribute:{noun}", m["value"], s, update=update, clause=m.string)
     obj = _clean(m["rest"])
-    if _VERDICT.match(obj):
+    if VERDICT.match(obj):
         return "verdict"
     if pattern is _MY:
         if not _owned(m):
@@ -486,19 +500,21 @@ def _read(
         return _fact(f"about:{_noun(m)}", obj, s, clause=m.string)
     if pattern is _THIRD:
         lower = m["lower"]  # "maya's started year 2", "sam's vegetarian", typed lowercase
-        if lower and (lower in NON_OBJECTS or lower in _NOT_PEOPLE or _names_nobody(lower)):
+        if lower and (lower in NON_OBJECTS or lower in NOT_PEOPLE or names_nobody(lower)):
             return None
         subject = m["noun"] or lower
         who = _who(subject, s, m.string[: m.start("noun" if m["noun"] else "lower")], earlier)
         return _fact(f"about:{who}", obj, s, update=update, clause=m.string) if who else None
     if pattern is _BE:
-        negated = obj.lower().startswith(("not ", "no longer ")) or negated_change
-        obj = re.sub(r"^(?:not|no\s+longer)\s+", "", obj, flags=re.IGNORECASE)
+        off = _OFF.match(obj) is not None  # "I'm off upwork completely": no longer on it
+        negated = off or obj.lower().startswith(("not ", "no longer ")) or negated_change
+        obj = re.sub(r"^(?:not|no\s+longer|off)\s+", "", obj, flags=re.IGNORECASE)
         return _fact(
-            "is", obj, s, negated=negated, kind=EntityType.OTHER, update=update, clause=m.string
-        )
+            "is", obj, s, negated=negated, kind=EntityType.OTHER, update=update or off,
+            clause=m.string,
+        )  # fmt: skip
     before = m.string[: m.start()].split()
-    if before and before[-1][:1].isupper() and before[-1].lower() not in _OPENERS:
+    if before and before[-1][:1].isupper() and before[-1].lower() not in OPENERS:
         return None  # "my CFA Level I exam": a name, not the speaker
     verb = m["verb"].lower()
     if "'" in verb or verb.endswith("ly"):
@@ -507,11 +523,13 @@ def _read(
         obj = _clean(f"{m['verb']}{m['rest']}")  # "I have an injured knee": "have" is the verb
         verb = "have"
     lemma = _lemma(verb)
+    if lemma in ("have", "get") and re.match(r"\s+to\s", m["rest"]):
+        return "obligation"  # "we had to say goodbye", "I've got to go": nothing one has
     became = _BECAME.match(obj) if verb == "got" else None
     if became:  # "got voted treasurer", "got promoted to team lead": what one is now
         return _fact("is", obj, s, kind=EntityType.OTHER, update=update, clause=m.string)
     if verb == "got" and re.search(
-        r"'ve\s+got|have\s+got|got\s+(?:a|an|our|my|new)\b", m.group(), re.IGNORECASE
+        r"'ve\s+got|have\s+got|got\s+(?:a|an|the|our|my|new)\b", m.group(), re.IGNORECASE
     ):
         verb = lemma = "have"  # "we've got Prime", "we got a puppy": a possession now
     if lemma in _NOT_VERBS or len(lemma) < 2:
@@ -521,6 +539,8 @@ def _read(
     neg = (m["neg"] or "").lower()
     if lemma in _STOP_VERBS:  # "I've dropped Pilates", "we quit the gym"
         lemma, neg, past = "do", "stopped", False
+    elif lemma in _JOIN_VERBS:  # "signed up to volunteer at…", "joined a choir": a member now
+        lemma, past, obj = "join", False, _SIGNED_UP.sub("", obj)
     elif past and (_is_event(s, times) or lemma not in VERB_RELATIONS):
         return "event"  # a past verb that names no state ("I made a cake") is an event
     negated = (bool(neg) and not neg.startswith("used")) or negated_change
@@ -549,36 +569,11 @@ def _who(subject: str | None, s: Sentence, before: str, earlier: str = "") -> st
     if not subject:
         return ""
     if subject.lower() not in ("he", "she", "they", "he's", "she's", "they're"):
-        return "" if _names_nobody(subject) else subject.lower()
+        return "" if names_nobody(subject) or no_subject(subject) else subject.lower()
     at = s.text.find(before) if before else -1
     preceding = s.text[: at + len(before)] if at >= 0 else s.text.split(subject, 1)[0]
-    names = [n for n in _NAME_WORD.findall(preceding) if not _names_nobody(n)]
-    names = names or [n for n in _NAME_WORD.findall(earlier) if not _names_nobody(n)]
+    names = named(preceding) or named(earlier)
     return names[0].lower() if names else ""  # the subject before, not a place after a verb
-
-
-def _names_nobody(word: str) -> bool:
-    """Whether a capitalised word leading a clause is no one's name: an opener, a stopword, or
-    a verb giving an instruction ("Try pairing squats with rowing", "Keep notes")."""
-    lower = word.lower()
-    return (
-        lower in _OPENERS
-        or word.capitalize() in CAPITAL_STOPWORDS
-        or lower in IMPERATIVES
-        or lower in _INSTRUCTION_VERBS
-    )
-
-
-_NOT_PEOPLE = frozenset(
-    "here let today tonight tomorrow yesterday everyone everybody someone somebody anyone "
-    "nobody life time weather thing things work week weekend day night morning what's".split()
-)
-"""Lowercase words before "'s" that name no person or pet ("here's", "let's", "life's")."""
-
-_INSTRUCTION_VERBS = frozenset(
-    "try keep start stop avoid use make let add get put go swap switch aim focus think "
-    "remember consider mix pair plan set".split()
-)
 
 
 def _owned(m: re.Match[str]) -> bool:
@@ -590,7 +585,7 @@ def _owned(m: re.Match[str]) -> bool:
         return True
     noun = m["noun"].split()[0]
     tail = m.string[m.end("noun") : m.start("rest")].strip().lower()
-    return tail != "'s" and not _names_nobody(noun) and noun.lower() not in NON_OBJECTS
+    return tail != "'s" and not names_nobody(noun) and noun.lower() not in NON_OBJECTS
 
 
 def _noun(m: re.Match[str]) -> str:
@@ -604,7 +599,7 @@ def _a_thing(moved: re.Match[str]) -> bool:
     words = (moved["thing"] or moved["thing2"]).split()
     if words[0].lower() in ("the", "my", "our"):
         return True
-    return words[0].lower() not in NON_OBJECTS and not _names_nobody(words[0])
+    return words[0].lower() not in NON_OBJECTS and not names_nobody(words[0])
 
 
 def clause_facts(
@@ -619,7 +614,7 @@ def clause_facts(
     the changes ("the rent's going up to £1,525, remind me to…"). The sentence itself
     (``generic``) when nothing was read, no sentence was a pattern's or a request's and no
     clause was read as stating nothing (a past event, a verdict). In ``chat`` a kept sentence
-    must be about the speaker (:func:`_of_speaker`); a device's log line has no speaker to
+    must be about the speaker (:func:`of_speaker`); a device's log line has no speaker to
     name."""
     sentences = sentences_of(text)
     out: list[FactCandidate] = []
@@ -637,7 +632,7 @@ def clause_facts(
     statements = [
         s
         for s in sentences
-        if not s.question and not CONDITIONAL.search(s.text) and (not chat or _of_speaker(s.text))
+        if not s.question and not CONDITIONAL.search(s.text) and (not chat or of_speaker(s.text))
     ]
     if not statements or any(
         _PAST_EVENT.search(s.text) and _is_event(s, times) for s in statements
@@ -658,25 +653,12 @@ def _appositions(s: Sentence) -> list[FactCandidate]:
     out = []
     for m in _APPOSITION.finditer(s.text):
         name = m["name"].split()
-        while name and _names_nobody(name[0]):
+        while name and names_nobody(name[0]):
             name = name[1:]
         what = LEADING_DET.sub("", m["what"].strip(" ,.;:-"))
         if not name or not what or _NOT_APPOSITIVE.match(m["what"]):
             continue
         who = canonical_name(" ".join(name))
         fact = _fact(f"about:{who}", what, s, kind=EntityType.OTHER, clause=m.group())
-        out += [fact] if fact else []
+        out += [fact] if isinstance(fact, FactCandidate) else []
     return out
-
-
-def _of_speaker(text: str) -> bool:
-    """Whether a chat sentence may state something of its speaker: it names them (a
-    first-person word outside brackets), or it opens with a thing of its own ("Lemon cake beats
-    everything"); not with a pronoun or a word to the listener ("It's awesome how…", "Your
-    empathy will help…"), and not a bare exclamation ("Wow, Caroline")."""
-    text = _BRACKETED.sub("", text)
-    if _SPEAKER.search(text):
-        return True
-    words = [w.strip(".,!?;:'\"").lower() for w in text.split()]
-    words = [w for w in words if w and w not in _OPENERS]
-    return len(words) >= 3 and words[0] not in NON_OBJECTS and words[0] not in _EXCLAMATIONS
