@@ -445,6 +445,35 @@ def test_chat_shorthand_for_having_joining_and_leaving() -> None:
     assert _facts("budget is 25k all in.") == [("attribute:budget", "25k", False)]
 
 
+def test_values_named_the_way_people_type_them() -> None:
+    assert _facts("I have crohn's (diagnosed 2019), on Humira") == [
+        ("has_condition", "crohn's", False)
+    ]
+    assert _facts("haliburton is my starting PG now") == [
+        ("attribute:starting pg", "haliburton", False)
+    ]
+    assert _facts("Monty's my big monstera in the living room") == [
+        ("attribute:big monstera", "Monty", False)
+    ]
+    assert _facts("date ended up being 19 sept not the 12th") == [
+        ("attribute:date", "19 sept", False)
+    ]
+    assert _facts("landlord hiked the rent to 57k") == [("attribute:rent", "57k", False)]
+    assert _facts("I'm raising my day rate to €520") == [("attribute:day rate", "€520", False)]
+    assert _facts("so we moved recording to wednesday mornings") == [
+        ("attribute:recording", "wednesday mornings", False)
+    ]
+    assert _facts("me, Rohan and Ananya share a 3bhk in Indiranagar") == [
+        ("shares", "3bhk in Indiranagar", False)
+    ]
+    assert _facts("im a die hard knicks fan") == [("is", "die hard knicks fan", False)]
+    assert [o for _, o, _ in _facts("we've Netflix, Apple TV and Prime")] == [
+        "Netflix",
+        "Apple TV",
+        "Prime",
+    ]
+
+
 def test_a_pronoun_is_not_the_listener_called_by_name() -> None:
     text = "Hey Maria, long time no talk! Life's been wild. We said goodbye to Max. He was our dog"
     assert ("about:max", "was our dog", False) in _facts(text)

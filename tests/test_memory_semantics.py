@@ -88,6 +88,16 @@ class TestSupersession:
             "Thames Water",
         ]
 
+    def test_a_thing_done_and_its_doing_are_one_value(self, service: MemoryService) -> None:
+        say(
+            service,
+            "We meet first monday of the month at St Luke's hall.",
+            "so meetings are first thursday at the library now.",
+        )
+        assert [o for _, o, _ in relation_objects(facts(service))] == [
+            "first thursday at the library"
+        ]
+
     def test_no_longer_ends_the_value_in_any_relation(self, service: MemoryService) -> None:
         say(service, "I'm a teacher and a keen runner", "I'm not a teacher anymore, I retired")
         current = {

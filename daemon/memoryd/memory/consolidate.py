@@ -255,11 +255,27 @@ def _same_kind(old: Fact, new: Fact, words: set[str]) -> bool:
         heads = [thing.split()[-1] if thing.split() else "" for _, _, thing in kinds]
         if heads[0] and heads[0] == heads[1]:
             return True  # "my CFA Level I exam is on May 20" → "rescheduled the CFA exam"
+    doings = [_doing(base, thing) for base, _, thing in kinds]
+    if doings[0] and doings[0] == doings[1]:
+        return True  # "we meet first monday of the month" → "meetings are first thursday now"
     theirs = content_words(old.object.name)
     if new.negated:
         return bool(words & set(theirs))
     ours = content_words(new.object.name)
     return bool(ours and theirs) and ours[-1] == theirs[-1] and set(ours) != set(theirs)
+
+
+def _doing(base: str, thing: str) -> str:
+    """The activity an ``attribute:<thing>`` or a verb's relation is about, one form for both
+    ("attribute:meeting" and "meets", "attribute:recording" and "records"); "" for relations
+    of the vocabulary ("lives_in", "has")."""
+    if base == "attribute":
+        word = thing.split()[-1] if thing.split() else ""
+    elif "_" not in base and base.endswith("s") and base not in ("has", "is", "does", "uses"):
+        word = base[:-1]
+    else:
+        return ""
+    return _stem(word.lower())
 
 
 def _report_only(task: Task) -> bool:

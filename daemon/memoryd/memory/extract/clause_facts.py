@@ -84,6 +84,12 @@ _PAST_FORMS = frozenset(
     "won wrote became came sat slept threw woke flew broke hung led lent shot shut sang "
     "stuck struck swore tore wound".split()
 )
+_PARTICIPLES = frozenset(
+    "been done gone seen known got gotten taken given eaten driven ridden written begun "
+    "run come become swum drunk sung hung shut put set cut hit let quit read spent "
+    "always never just already also still finally recently really officially only "
+    "not".split()
+)
 _EVENT_TIME = rx(
     r"\b(?:yesterday|last\s+night|this\s+(?:morning|afternoon|evening)|today|earlier|"
     r"just\s+now|tonight|ago)\b"
@@ -98,19 +104,20 @@ _NOT_VERBS = frozenset(
 )
 
 _BE = rx(
-    r"(?<![\w'])(?:I'm|I\s+am|I've\s+been|I\s+have\s+been|we're|we\s+are)\s+(?!(?:going|gonna|off\s+to|"
+    r"(?<![\w'])(?:I'?m|I\s+am|I've\s+been|I\s+have\s+been|we're|we\s+are)\s+(?!(?:going|gonna|off\s+to|"
     r"about|trying|thinking|not\s+sure|just\s+(?:wondering|checking)))(?P<rest>.+)$"
 )
 _MY = rx(
     r"(?:(?<![\w'])(?:my|our|the)\s+|^(?!(?:it|this|that|these|those|he|she|they|there|what|"
     r"who|which|here|you|i|we|everything|nothing|something)\b))(?P<noun>[\w'-]+(?:\s+[\w'-]+){0,3}?)(?:'s|\s+is|\s+are|\s+was|"
+    r"\s+ended\s+up\s+being|\s+turned\s+out\s+to\s+be|\s+will\s+be|"
     r"\s+were|\s+has|\s+=|:)\s+(?P<rest>.+)$"
 )
 # "Dr. Bakker is my supervisor now", "Foxtons is our letting agent": a name is the value (it
 # comes before the verb, so ``rest``, where a hedge would have to start, is empty at the end).
 _NAME_IS_MY = re.compile(
-    r"(?:^|(?<=\s))(?P<value>[A-Z][\w.'&-]*(?:\s+(?:[A-Z][\w.'&-]*|de|van|von|da|del|le))*)\s+"
-    r"(?:is|'s)\s+(?:now\s+)?(?:[Mm]y|[Oo]ur)\s+(?:new\s+)?(?P<noun>[a-z][\w'-]*(?:\s+[a-z][\w'-]*)?)"
+    r"(?:^|(?<=\s))(?P<value>[A-Z][\w.'&-]*(?:\s+(?:[A-Z][\w.'&-]*|de|van|von|da|del|le))*)"
+    r"(?:\s+is|'s)\s+(?:now\s+)?(?:[Mm]y|[Oo]ur)\s+(?:new\s+)?(?P<noun>[a-z][\w'-]*(?:\s+[a-z][\w'-]*)?)"
     r"(?P<rest>)\b"
 )
 _MY_CLAUSE = rx(
@@ -144,6 +151,7 @@ _LABEL_COLON = rx(
     r"they're|my|our)\s|[a-z][\w.'-]*(?:\s+[a-z][\w.'-]*){0,2}\s+(?:is|'s|has|was|are|were)\s).+)$"
 )
 _NEW = rx(r"^new\s+")
+_IS_MY = rx(r"^(?:now\s+)?(?:my|our)\s+(?:new\s+)?(?P<what>[a-z][\w'-]*(?:\s+[a-z][\w'-]*){0,2})$")
 _LEADING_PREP = rx(r"^(?:in|at|to|with|for|on|doing)\s+")
 """A preposition that opens an object ("I work at Monzo" → Monzo)."""
 # "bedtime's 8pm now", "rent's £950": a thing and its amount, with "'s" for "is"
@@ -176,8 +184,10 @@ _SWITCH = rx(
 # "rescheduled the exam to August 18", "moved my piano lesson to Thursdays"
 _RESCHEDULE = rx(
     r"\b(?:rescheduled|moved|pushed(?:\s+back)?|postponed|brought\s+forward|changed|shifted|"
-    r"raised|increased|lowered|reduced|cut|put|putting|bumped)\s+"
-    r"(?P<thing>(?:the|my|our)\s+[\w' -]{2,40}?)\s+(?:(?:up|down)\s+)?(?:to|until|till)\s+"
+    r"raised|increased|lowered|reduced|cut|put|putting|bumped|hiked|upped|dropped|raising|"
+    r"increasing|lowering|reducing|cutting|bumping|hiking|moving|pushing|changing|shifting)\s+"
+    r"(?P<thing>(?:the|my|our)\s+[\w' -]{2,40}?|[a-z]+ing)\s+(?:(?:up|down)\s+)?"
+    r"(?:to|until|till)\s+"
     r"(?P<new>.+)$|(?P<thing2>(?:the|my|our)\s+[\w' -]{2,40}?|^[\w-]{3,20}(?:\s+[\w-]{3,20})?)"
     r"(?:'s|\s+has|\s+have|\s+is|\s+are)?\s+(?:gone|went|goes|going|moving|"
     r"moved|changed|risen|rose|dropped|fallen|fell)\s+(?:up\s+|down\s+)?to\s+(?P<new2>.+)$"
@@ -203,13 +213,18 @@ _DROPPED_SUBJECT_VERBS = (
 )
 # "got the citi bike membership", "joined a choir": chat drops the speaker before a verb
 _DROPPED_SUBJECT = rx(rf"^(?:{_DROPPED_SUBJECT_VERBS})\s")
+# "me, Rohan and Ananya share a 3bhk", "Niamh and I watch…": the speaker among others is "we"
+_WITH_ME = re.compile(
+    r"^(?:[Mm]e|I)(?:,\s*[A-Z][\w'-]*)*\s+(?:and|&)\s+[A-Z][\w'-]*(?=\s+[a-z])|"
+    r"^[A-Z][\w'-]*(?:,\s*[A-Z][\w'-]*)*\s+(?:and|&)\s+(?:I|me)(?=\s+[a-z])"
+)
 _FACT_CLAUSES = rx(
     r"\s*[,;]\s+(?:and\s+|but\s+|so\s+)?(?=(?:I|I'm|I've|I'd|my|we|we're|we've|our|no\s+more|"
     r"not|she's|he's|they're|she|he|they|no\s+[A-Z]|" + _DROPPED_SUBJECT_VERBS + r")\b)|"
     r"\s+(?:and|but|so)\s+(?=(?:I|I'm|I've|my|we|we're|our)\b)|\s+[—–]\s+|"
     r"\s*,\s+(?=(?:the\s+|my\s+|our\s+)?[a-z][\w'-]*(?:\s+[a-z][\w'-]*)?\s+(?:is|are)\s)|"
     r"\s+(?:and|but|so)\s+(?=[A-Z][\w.'-]*(?:\s+[A-Z][\w.'-]*)*\s+(?:is|'s)\s+(?:now\s+)?(?:my|our)\s)"
-    r"|\s+(?:and|but)\s+(?=(?:the\s+|my\s+|our\s+)?[a-z][\w'-]*\s+"
+    r"|\s+(?:and|but|so)\s+(?=(?:the\s+|my\s+|our\s+)?[a-z][\w'-]*\s+"
     r"(?:[a-z]+ed|has|have|is|are|was|were)\s)"
     # an emoji between words: "rosa's moving back to portugal 😢 her last clean is thursday"
     r"|\s*[\U0001f000-\U0001faff\u2600-\u27bf][\U0001f000-\U0001faff\u2600-\u27bf\ufe0f\u200d]*\s+"
@@ -241,7 +256,8 @@ _ENDED = rx(
 )
 _OBJECT_END = rx(
     r"\s*,(?!\d)|\s*:(?!\d)|\s*[;!?()\"]|\s+(?:it|it's|she|she's|he|he's|they|they're|I|I'm|we|you)\s+(?=[a-z])|\s+[-–—]\s+|\s+(?:but|because|cause|so|since|which|who|when|whenever|while|"
-    r"though|although|if|unless|and\s+(?:I|I'm|I've|we|it|then|also|my)|or\s+(?:I|we))\b"
+    r"though|although|if|unless|and\s+(?:I|I'm|I've|we|it|then|also|my)|or\s+(?:I|we))\b|"
+    r"\s+(?:not|instead\s+of|rather\s+than)\s+(?=\S)"  # "19 sept not the 12th"
 )
 _LIST_END = rx(_OBJECT_END.pattern.replace(r"\s*,(?!\d)|", "", 1))
 """Where an object ends when its commas separate the items of a list."""
@@ -249,6 +265,7 @@ _TRAIL = rx(
     r"(?:\s+(?:now|anymore|any\s+more|these\s+days|lately|again|too|as\s+well|though|tbh|lol|"
     r"haha|instead|at\s+all|either|really|honestly|actually|today|yesterday|at\s+the\s+moment|"
     r"right\s+now|from\s+now\s+on|for\s+now|for\s+(?:me|us)|all\s+in|completely|for\s+good|"
+    r"obviously|of\s+course|"
     r"nowadays|as\s+of\s+(?:today|now|this\s+\w+)|"
     r"and|or|but|so|then))+$"
 )
@@ -282,6 +299,13 @@ def _lemma(verb: str) -> str:
                 stem = stem[:-1]  # stopped → stop, swimming → swim
             return stem + "e" if (stem + "e") in VERB_RELATIONS else stem
     return v
+
+
+def _participle(verb: str) -> bool:
+    """Whether a word after "have" can be its past participle ("I've switched", "we have
+    been"), not its object ("I have crohn's", "we've Netflix")."""
+    v = verb.lower()
+    return v.endswith(("ed", "en", "wn")) or v in _PAST_FORMS or v in _PARTICIPLES
 
 
 def _relation(lemma: str) -> str:
@@ -341,7 +365,7 @@ def _sentence_facts(
     only when it opens with a statement ("I'm vegetarian, can you…?"); nothing after a hedge
     ("if", "maybe"). A switch or a "no more" takes the relation of the clause before it; a
     pronoun may name someone in the ``earlier`` sentences of the turn."""
-    text = OPENING_FILLER.sub("", s.text)
+    text = _WITH_ME.sub("we", OPENING_FILLER.sub("", s.text))
     if s.question and _QUESTION_START.match(text):
         return [], False
     out: list[FactCandidate] = []
@@ -416,7 +440,9 @@ def _clause_fact(
             continue  # a hedge, or a clause inside another ("what I'm doing is…")
         read = _read(pattern, m, s, times, negated_change, update=update, earlier=earlier)
         if isinstance(read, FactCandidate) and pattern in (_BE, _VERB_CLAUSE):
-            return _listed(read, m["rest"])
+            verb_first = pattern is _VERB_CLAUSE and read.object.startswith(m["verb"])
+            start = m.start("verb" if verb_first else "rest")  # "we've Netflix, Apple TV…"
+            return _listed(read, m.string[start:])
         if read is not None:
             return read
     return None
@@ -492,6 +518,12 @@ def _read(
     if pattern is _MY:
         if not _owned(m):
             return None
+        raw = _TRAIL.sub("", _OBJECT_END.split(m["rest"], maxsplit=1)[0].strip(" .,!")).strip()
+        mine = _IS_MY.match(raw)  # "haliburton is my starting PG now": the value is the name
+        if mine and LEADING_DET.sub("", m["noun"]).split()[0].lower() not in NON_OBJECTS:
+            what = canonical_name(_TRAIL.sub("", mine["what"]))
+            value = LEADING_DET.sub("", m["noun"])
+            return _fact(f"attribute:{what}", value, s, update=update, clause=m.string)
         noun = _noun(m)
         renewed = _NEW.match(noun)  # "New flat is on Harrow Road": it replaces the old one
         noun = noun[renewed.end() :] if renewed and noun[renewed.end() :] else noun
@@ -517,9 +549,13 @@ def _read(
     if before and before[-1][:1].isupper() and before[-1].lower() not in OPENERS:
         return None  # "my CFA Level I exam": a name, not the speaker
     verb = m["verb"].lower()
+    has_aux = re.search(r"'ve\s|\shave\s", m.group()[:12], re.IGNORECASE) is not None
+    if has_aux and not _participle(verb) and not verb.endswith("ly"):
+        obj = _clean(f"{m['verb']}{m['rest']}")  # "I have crohn's": "have" is the verb
+        verb = "have"
     if "'" in verb or verb.endswith("ly"):
         return None  # "I haven't…", "I totally…": no verb of a state
-    if verb in _DETERMINERS and re.search(r"'ve\s|\shave\s", m.group()[:12], re.IGNORECASE):
+    if verb in _DETERMINERS and has_aux:
         obj = _clean(f"{m['verb']}{m['rest']}")  # "I have an injured knee": "have" is the verb
         verb = "have"
     lemma = _lemma(verb)

@@ -72,7 +72,9 @@ CONDITIONS = frozenset(
     "depression anxiety adhd autism epilepsy insomnia eczema psoriasis allergies flu covid "
     "fever headache headaches backache concussion fracture sprain reflux heartburn "
     "cholesterol apnea ptsd ocd disorder syndrome disease infection tumor tumour ulcer hernia "
-    "pain hypothyroidism hyperthyroidism anemia anaemia cold condition".split()
+    "pain hypothyroidism hyperthyroidism anemia anaemia cold condition crohn crohns colitis "
+    "ibs endometriosis lupus fibromyalgia coeliac celiac gout glaucoma sciatica tinnitus "
+    "vertigo pcos copd".split()
 )
 
 

@@ -86,7 +86,7 @@ _VOCATIVE = re.compile(
     r"aw+|ha+|way\s+to\s+go|no\s+problem)[,!]?\s+)?(?P<name>[A-Z][a-z]{2,})\s*(?:[,!?.]|$)"
 )
 
-_REFERRING = frozenset("it them this that these those him there here so me us".split())
+_REFERRING = frozenset("it them this that these those him there here so me us one ones".split())
 _REFERRING_LEAD = frozenset("it them him there here".split())
 _DANGLING = frozenset(
     "a an the my our his their to of on in at for with from about into by and or but than as "
