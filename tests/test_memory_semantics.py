@@ -98,6 +98,16 @@ class TestSupersession:
             "first thursday at the library"
         ]
 
+    def test_a_new_amount_of_the_same_thing_ends_the_old(self, service: MemoryService) -> None:
+        say(
+            service,
+            "grocery category is $650/mo which is probably too low lol",
+            "also bumped groceries to $800, 650 was a fantasy",
+        )
+        current = {o for _, o, _ in relation_objects(facts(service))}
+        assert "$800" in current
+        assert not [o for o in current if "650" in o]
+
     def test_no_longer_ends_the_value_in_any_relation(self, service: MemoryService) -> None:
         say(service, "I'm a teacher and a keen runner", "I'm not a teacher anymore, I retired")
         current = {

@@ -30,6 +30,7 @@ support instead of adding a copy.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -255,6 +256,9 @@ def _same_kind(old: Fact, new: Fact, words: set[str]) -> bool:
         heads = [thing.split()[-1] if thing.split() else "" for _, _, thing in kinds]
         if heads[0] and heads[0] == heads[1]:
             return True  # "my CFA Level I exam is on May 20" → "rescheduled the CFA exam"
+        things = [{_stem(w) for w in thing.lower().split()} for _, _, thing in kinds]
+        if things[0] & things[1] and all(_AMOUNT.match(f.object.name) for f in (old, new)):
+            return True  # "grocery category is $650/mo" → "bumped groceries to $800"
     doings = [_doing(base, thing) for base, _, thing in kinds]
     if doings[0] and doings[0] == doings[1]:
         return True  # "we meet first monday of the month" → "meetings are first thursday now"
@@ -263,6 +267,9 @@ def _same_kind(old: Fact, new: Fact, words: set[str]) -> bool:
         return bool(words & set(theirs))
     ours = content_words(new.object.name)
     return bool(ours and theirs) and ours[-1] == theirs[-1] and set(ours) != set(theirs)
+
+
+_AMOUNT = re.compile(r"^[£$€¥₹]?\s?\d")
 
 
 def _doing(base: str, thing: str) -> str:

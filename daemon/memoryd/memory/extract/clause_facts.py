@@ -43,6 +43,13 @@ from memoryd.memory.extract.stated import (
     no_subject,
     of_speaker,
 )
+from memoryd.memory.extract.verbs import (
+    PAST_FORMS,
+    VERB_RELATIONS,
+    lemma_of,
+    participle,
+    verb_relation,
+)
 from memoryd.memory.timeparse import TimeMention
 from memoryd.models import EntityType, Parse
 
@@ -52,44 +59,6 @@ GENERIC_RELATION = "states"
 """The relation of a fact kept as its sentence."""
 MAX_OBJECT_WORDS = 12
 
-# Verbs of a first-person clause and the relation they state (lemma → relation); any other verb
-# states itself ("I collect stamps" → collects).
-VERB_RELATIONS: dict[str, str] = {
-    "live": "lives_in", "work": "works_at", "take": "takes", "have": "has", "own": "owns",
-    "like": "likes", "love": "likes", "enjoy": "likes", "adore": "likes", "hate": "dislikes",
-    "dislike": "dislikes", "prefer": "prefers", "drink": "drinks", "eat": "eats",
-    "use": "uses", "play": "plays", "speak": "speaks", "study": "studies", "drive": "drives",
-    "ride": "rides", "wear": "wears", "support": "supports", "follow": "follows",
-    "attend": "attends", "go": "goes_to", "shop": "shops_at", "bank": "banks_with",
-    "volunteer": "volunteers", "need": "needs", "keep": "keeps", "grow": "grows",
-    "read": "reads", "watch": "watches", "listen": "listens_to", "avoid": "avoids",
-    "get": "gets", "pay": "pays", "earn": "earns", "run": "runs", "train": "trains",
-    "swim": "swims", "cycle": "cycles", "walk": "walks", "sleep": "sleeps", "cook": "cooks",
-    "collect": "collects", "teach": "teaches", "rent": "rents", "do": "does",
-    "join": "member_of",
-}  # fmt: skip
-_IRREGULAR = {
-    "has": "have", "had": "have", "went": "go", "goes": "go", "took": "take", "ate": "eat",
-    "drank": "drink", "drove": "drive", "wore": "wear", "ran": "run", "swam": "swim",
-    "rode": "ride", "spoke": "speak", "taught": "teach", "kept": "keep", "grew": "grow",
-    "got": "get", "paid": "pay", "thought": "think", "studies": "study", "studied": "study",
-    "lived": "live",
-    "worked": "work", "loved": "love", "liked": "like", "used": "use", "played": "play",
-    "was": "be", "were": "be", "am": "be", "is": "be", "are": "be", "been": "be",
-}  # fmt: skip
-_PAST_FORMS = frozenset(
-    "had went took ate drank drove wore ran swam rode spoke taught kept grew got paid was were "
-    "did made saw met bought sold left felt found lost gave drew learnt said knew thought told "
-    "heard began brought built caught chose fell forgot held meant sent spent stood understood "
-    "won wrote became came sat slept threw woke flew broke hung led lent shot shut sang "
-    "stuck struck swore tore wound".split()
-)
-_PARTICIPLES = frozenset(
-    "been done gone seen known got gotten taken given eaten driven ridden written begun "
-    "run come become swum drunk sung hung shut put set cut hit let quit read spent "
-    "always never just already also still finally recently really officially only "
-    "not".split()
-)
 _EVENT_TIME = rx(
     r"\b(?:yesterday|last\s+night|this\s+(?:morning|afternoon|evening)|today|earlier|"
     r"just\s+now|tonight|ago)\b"
@@ -186,7 +155,9 @@ _RESCHEDULE = rx(
     r"\b(?:rescheduled|moved|pushed(?:\s+back)?|postponed|brought\s+forward|changed|shifted|"
     r"raised|increased|lowered|reduced|cut|put|putting|bumped|hiked|upped|dropped|raising|"
     r"increasing|lowering|reducing|cutting|bumping|hiking|moving|pushing|changing|shifting)\s+"
-    r"(?P<thing>(?:the|my|our)\s+[\w' -]{2,40}?|[a-z]+ing)\s+(?:(?:up|down)\s+)?"
+    r"(?P<thing>(?:the|my|our)\s+[\w' -]{2,40}?|[a-z]+ing|"
+    r"(?!(?:back|up|down|over|off|out|it|that|this|them)\b)[a-z][\w-]+(?=\s+to\s+[£$€¥₹]?\d))"
+    r"\s+(?:(?:up|down)\s+)?"
     r"(?:to|until|till)\s+"
     r"(?P<new>.+)$|(?P<thing2>(?:the|my|our)\s+[\w' -]{2,40}?|^[\w-]{3,20}(?:\s+[\w-]{3,20})?)"
     r"(?:'s|\s+has|\s+have|\s+is|\s+are)?\s+(?:gone|went|goes|going|moving|"
@@ -286,34 +257,6 @@ def _clean(phrase: str) -> str:
     phrase = _TRAIL_TIME.sub("", " " + phrase.strip(" .,'\"-"))
     phrase = _TRAIL.sub("", phrase.strip(" .,'\"-")).strip(" .,'\"-")
     return LEADING_DET.sub("", phrase).strip(" .,'\"-")
-
-
-def _lemma(verb: str) -> str:
-    v = verb.lower()
-    if v in _IRREGULAR:
-        return _IRREGULAR[v]
-    for suffix, repl in (("ies", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("s", "")):
-        if v.endswith(suffix) and len(v) - len(suffix) >= 3:
-            stem = v[: -len(suffix)] + repl
-            if suffix in ("ing", "ed") and re.search(r"([bdgmnprt])\1$", stem):
-                stem = stem[:-1]  # stopped → stop, swimming → swim
-            return stem + "e" if (stem + "e") in VERB_RELATIONS else stem
-    return v
-
-
-def _participle(verb: str) -> bool:
-    """Whether a word after "have" can be its past participle ("I've switched", "we have
-    been"), not its object ("I have crohn's", "we've Netflix")."""
-    v = verb.lower()
-    return v.endswith(("ed", "en", "wn")) or v in _PAST_FORMS or v in _PARTICIPLES
-
-
-def _relation(lemma: str) -> str:
-    if lemma in VERB_RELATIONS:
-        return VERB_RELATIONS[lemma]
-    if re.search(r"[^aeiou]y$", lemma):
-        return lemma[:-1] + "ies"  # carry → carries
-    return lemma + ("es" if lemma.endswith(("s", "sh", "ch", "x", "o")) else "s")
 
 
 def _is_event(s: Sentence, times: list[TimeMention]) -> bool:
@@ -550,7 +493,7 @@ def _read(
         return None  # "my CFA Level I exam": a name, not the speaker
     verb = m["verb"].lower()
     has_aux = re.search(r"'ve\s|\shave\s", m.group()[:12], re.IGNORECASE) is not None
-    if has_aux and not _participle(verb) and not verb.endswith("ly"):
+    if has_aux and not participle(verb) and not verb.endswith("ly"):
         obj = _clean(f"{m['verb']}{m['rest']}")  # "I have crohn's": "have" is the verb
         verb = "have"
     if "'" in verb or verb.endswith("ly"):
@@ -558,7 +501,7 @@ def _read(
     if verb in _DETERMINERS and has_aux:
         obj = _clean(f"{m['verb']}{m['rest']}")  # "I have an injured knee": "have" is the verb
         verb = "have"
-    lemma = _lemma(verb)
+    lemma = lemma_of(verb)
     if lemma in ("have", "get") and re.match(r"\s+to\s", m["rest"]):
         return "obligation"  # "we had to say goodbye", "I've got to go": nothing one has
     became = _BECAME.match(obj) if verb == "got" else None
@@ -571,7 +514,7 @@ def _read(
     if lemma in _NOT_VERBS or len(lemma) < 2:
         return None
     perfect = re.search(r"(?:'ve|\bhave)\s+(?:\w+\s+)*?" + re.escape(m["verb"]), m.group(), re.I)
-    past = not perfect and (verb in _PAST_FORMS or (verb.endswith("ed") and verb != lemma))
+    past = not perfect and (verb in PAST_FORMS or (verb.endswith("ed") and verb != lemma))
     neg = (m["neg"] or "").lower()
     if lemma in _STOP_VERBS:  # "I've dropped Pilates", "we quit the gym"
         lemma, neg, past = "do", "stopped", False
@@ -593,7 +536,7 @@ def _read(
             clause=m.string,
         )
     return _fact(
-        _relation(lemma), obj, s, negated=negated, update=update, past=past, clause=m.string
+        verb_relation(lemma), obj, s, negated=negated, update=update, past=past, clause=m.string
     )
 
 
