@@ -68,8 +68,7 @@ _NOT_VERBS = frozenset(
     "wanna gonna gotta both all least thing things picture regular "
     "just really also still always usually never often sometimes now only even actually "
     "currently generally normally mostly definitely probably think guess feel know mean hope "
-    "want wish wonder last for of on in at with about from by as each sometimes "
-    "sometims".split()
+    "want wish wonder last for of on in at with about from by as each sometimes".split()
 )
 
 _BE = rx(
@@ -216,7 +215,7 @@ _TRIGGER_LEAD = rx(r"^(?:every\s+time|each\s+time|whenever|any\s*time)\s")
 """A clause that opens as a rule's trigger: what follows is a condition, not a fact."""
 _RELATIVE = rx(r"\b(?:what|how|where|why|who|whom|which|whatever|wherever)\s+$")
 _NO_MORE = re.compile(
-    r"^(?:and\s+)?(?:(?i:no\s+more|not\s+any\s+more|not)\s+(?P<rest>.+)|[Nn]o\s+(?P<name>[A-Z].*))$"
+    r"^(?:[Aa]nd\s+)?(?:(?i:no\s+more|not\s+any\s+more|not)\s+(?P<rest>.+)|[Nn]o\s+(?P<name>[A-Z].*))$"
 )
 """A value called off: "no more whole milk", "not 3:15", "no Sky" (a name: not "no idea")."""
 # "I'm at the gym in Newtown now", "doing saturday 9am instead": the value replaces the old one
