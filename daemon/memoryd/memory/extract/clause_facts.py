@@ -136,7 +136,6 @@ _ARTICLE = rx(r"^\s*(?:a|an)\s")
 _AND_ARTICLE = rx(r"\s+and\s+(?:a|an)\s")
 _CHANGE_LABEL = rx(r"\b(?:update[sd]?|change[sd]?|correction|twist|switch|new)\b")
 _LIST_AND = rx(r",?\s+(?:and|or|&)\s+\S")
-_DETERMINERS = frozenset("a an the my our some two three".split())
 _VERB_CLAUSE = rx(
     r"(?<![\w'])(?:I|we)(?:'ve|\s+have)?\s+(?P<adv>(?:(?:really|also|still|always|usually|normally|generally|finally|recently|"
     r"already|eventually|officially|"
@@ -176,7 +175,7 @@ _SWITCH_SUBJECT = rx(
 _STOP_VERBS = frozenset({"stop", "quit", "drop", "ditch", "cancel"})
 _JOIN_VERBS = frozenset({"join", "sign", "enrol", "enroll", "subscribe"})
 _SIGNED_UP = rx(r"^up\s+(?:to|for|with)?\s*")
-_OFF = rx(r"^off\s+(?!to\b|work\b|sick\b|duty\b)")
+_OFF = rx(r"^off\s+(?!work\b|sick\b|duty\b)")  # "off to" never reaches it: see _BE
 _DROPPED_SUBJECT_VERBS = (
     r"got|bought|joined|started|booked|signed\s+up|switched|moved|finished|ordered|renewed|"
     r"cancelled|canceled|upgraded|downgraded|adopted|picked\s+up|set\s+up"
@@ -462,9 +461,9 @@ def _read(
             return None
         raw = _TRAIL.sub("", _OBJECT_END.split(m["rest"], maxsplit=1)[0].strip(" .,!")).strip()
         mine = _IS_MY.match(raw)  # "haliburton is my starting PG now": the value is the name
-        if mine and LEADING_DET.sub("", m["noun"]).split()[0].lower() not in NON_OBJECTS:
+        value = LEADING_DET.sub("", m["noun"])
+        if mine and value.split()[0].lower() not in NON_OBJECTS:
             what = canonical_name(_TRAIL.sub("", mine["what"]))
-            value = LEADING_DET.sub("", m["noun"])
             return _fact(f"attribute:{what}", value, s, update=update, clause=m.string)
         noun = _noun(m)
         renewed = _NEW.match(noun)  # "New flat is on Harrow Road": it replaces the old one
@@ -493,13 +492,10 @@ def _read(
     verb = m["verb"].lower()
     has_aux = re.search(r"'ve\s|\shave\s", m.group()[:12], re.IGNORECASE) is not None
     if has_aux and not participle(verb) and not verb.endswith("ly"):
-        obj = _clean(f"{m['verb']}{m['rest']}")  # "I have crohn's": "have" is the verb
+        obj = _clean(f"{m['verb']}{m['rest']}")  # "I have crohn's", "an injured knee"
         verb = "have"
     if "'" in verb or verb.endswith("ly"):
         return None  # "I haven't…", "I totally…": no verb of a state
-    if verb in _DETERMINERS and has_aux:
-        obj = _clean(f"{m['verb']}{m['rest']}")  # "I have an injured knee": "have" is the verb
-        verb = "have"
     lemma = lemma_of(verb)
     if lemma in ("have", "get") and re.match(r"\s+to\s", m["rest"]):
         return "obligation"  # "we had to say goodbye", "I've got to go": nothing one has

@@ -31,9 +31,8 @@ _IRREGULAR = {
     "drank": "drink", "drove": "drive", "wore": "wear", "ran": "run", "swam": "swim",
     "rode": "ride", "spoke": "speak", "taught": "teach", "kept": "keep", "grew": "grow",
     "got": "get", "paid": "pay", "thought": "think", "studies": "study", "studied": "study",
-    "lived": "live",
-    "worked": "work", "loved": "love", "liked": "like", "used": "use", "played": "play",
-    "was": "be", "were": "be", "am": "be", "is": "be", "are": "be", "been": "be",
+    "lived": "live", "worked": "work", "loved": "love", "liked": "like", "used": "use",
+    "played": "play", "was": "be", "were": "be", "am": "be", "is": "be", "are": "be", "been": "be",
 }  # fmt: skip
 
 
@@ -48,10 +47,12 @@ PAST_FORMS = frozenset(
 
 _PARTICIPLES = frozenset(
     "been done gone seen known got gotten taken given eaten driven ridden written begun "
-    "run come become swum drunk sung hung shut put set cut hit let quit read spent "
-    "always never just already also still finally recently really officially only "
-    "not".split()
+    "run come become swum drunk sung hung shut put set cut hit let quit read spent".split()
 )
+_BEFORE_PARTICIPLE = frozenset(
+    "always never just already also still finally recently really officially only not".split()
+)
+"""Words between "have" and its participle ("I've not been"), never its object."""
 
 
 def lemma_of(verb: str) -> str:
@@ -69,9 +70,15 @@ def lemma_of(verb: str) -> str:
 
 def participle(verb: str) -> bool:
     """Whether a word after "have" can be its past participle ("I've switched", "we have
-    been"), not its object ("I have crohn's", "we've Netflix")."""
+    been") or lead to one ("I've not been"), not its object ("I have crohn's", "we've
+    Netflix")."""
     v = verb.lower()
-    return v.endswith(("ed", "en", "wn")) or v in PAST_FORMS or v in _PARTICIPLES
+    return (
+        v.endswith(("ed", "en", "wn"))
+        or v in PAST_FORMS
+        or v in _PARTICIPLES
+        or v in _BEFORE_PARTICIPLE
+    )
 
 
 def verb_relation(lemma: str) -> str:
