@@ -132,6 +132,17 @@ def test_ended_and_current_states() -> None:
             ["bread machine"],
             ["flour first", "water", "the yeast on top"],
         ),
+        (  # any "every <thing>," is a time trigger
+            "Every payday, remind me to move £600 into the house fund.",
+            ["every payday"],
+            ["remind me to move £600 into the house fund"],
+        ),
+        (  # a clause before the trigger ending in "so" is no action; "keep" starts one
+            "Priya is vegetarian btw, so whenever I ask you for dinner ideas for the two of us "
+            "keep them meat-free",
+            ["I ask you for dinner ideas for the two of us"],
+            ["keep them meat-free"],
+        ),
     ],
 )
 def test_clause_rules_read_trigger_and_action(
@@ -153,6 +164,17 @@ def test_clause_rules_read_trigger_and_action(
             "whenever I message you in French please fix my grammar, even the accents",
             ["I message you in French"],
             ["please fix my grammar"],
+        ),
+        (  # an action after the comma is the next step; a reason with a subject is none
+            "every time i pack a box make sure i label it with the room, and write FRAGILE on "
+            "anything with glass in it",
+            ["every time i pack a box"],
+            ["make sure i label it with the room", "write FRAGILE on anything with glass in it"],
+        ),
+        (
+            "whenever I book a hotel pls remind me to add my Bonvoy number, I keep losing points",
+            ["I book a hotel"],
+            ["pls remind me to add my Bonvoy number"],
         ),
     ],
 )
@@ -216,6 +238,68 @@ def test_each_reminder_asked_for_is_a_task_due_when_the_request_says() -> None:
     assert _tasks("entries close April 20, remind me to enter on April 10") == [
         ("enter", "2026-04-10T00:00:00+00:00")
     ]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # an amount's thousands comma ends no title
+        (
+            "WE BOOKED A VENUE. need to pay the £2,000 deposit by friday 4pm",
+            ("pay the £2,000 deposit", "2026-04-03T16:00:00+00:00"),
+        ),
+        # the time after the need is the due, and "or she'll…" is no part of the action
+        (
+            "her birthday is 18 April, need to book dinner at Chin Chin by wednesday 5pm or "
+            "she'll kill me",
+            ("book dinner at Chin Chin", "2026-04-01T17:00:00+00:00"),
+        ),
+        # with no request, the clause that names the time says what to do
+        (
+            "also our celebrant is Maria Costa, she needs the NOIM form signed by 2pm on thursday"
+            " 2 april",
+            ("she needs the NOIM form signed", "2026-04-02T14:00:00+00:00"),
+        ),
+        # the need before a bare "remind me <when>" is no part of the title
+        (
+            "also need to cancel Disney+ before it renews, remind me on the 3rd at 6pm",
+            ("cancel Disney+ before it renews", "2026-04-03T18:00:00+00:00"),
+        ),
+        # "dont" as people type it
+        (
+            "and dont let me forget the permission slip for the farm trip, has to be signed and "
+            "back by friday 9am",
+            ("permission slip for the farm trip", "2026-04-03T09:00:00+00:00"),
+        ),
+        # the deadline after the request, though the reader found the 15th just gone
+        (
+            "entries close 23 april, remind me to pay her the entry fee by the 15th",
+            ("pay her the entry fee", "2026-04-15T00:00:00+00:00"),
+        ),
+        # a word of calling off outside the request does not call it off
+        (
+            "she says I should skip grade 5, remind me to pay her the fee on friday",
+            ("pay her the fee", "2026-04-03T00:00:00+00:00"),
+        ),
+        # a clause of dates alone says nothing to do
+        (
+            "OpenTable: Booking confirmed — Dishoom, Fri 10 Apr, 19:30, 2 people.",
+            ("Booking confirmed", "2026-04-10T19:30:00+00:00"),
+        ),
+        # a number of people after the day is no clock time
+        (
+            "hosting a dinner party sat 11 april, 8 people, remind me",
+            ("hosting a dinner party", "2026-04-11T00:00:00+00:00"),
+        ),
+    ],
+)
+def test_a_task_is_titled_by_its_action_and_due_by_its_deadline(text: str, expected: tuple) -> None:
+    assert _tasks(text) == [expected]
+
+
+def test_an_acknowledgement_reports_nothing_done() -> None:
+    for text in ("Congratulations!! Noted: £18k budget, about 90 guests.", "Got it, swimming."):
+        assert clause_completions(text, extract(text, NOW).times, NOW) == []
 
 
 def test_a_message_log_line_is_titled_by_its_subject_not_its_sender() -> None:

@@ -434,6 +434,11 @@ def test_no_rule_from_narrative_or_chit_chat(text: str) -> None:
             "dentist appointment",
             datetime(2023, 5, 9, 10, tzinfo=UTC),
         ),
+        (  # whom it is with is part of it
+            "My neurology appointment with Dr. Moreau is tomorrow at 3pm.",
+            "neurology appointment with Dr. Moreau",
+            datetime(2023, 5, 9, 15, tzinfo=UTC),
+        ),
     ],
 )
 def test_tasks(text: str, title: str, due: datetime | None) -> None:

@@ -230,6 +230,18 @@ def test_a_deadline_on_a_day_of_the_month() -> None:
         ("by 15/06/2024", [("by 15/06/2024", _day("2024-06-15"), "day")]),
         ("bills on 10/14", [("on 10/14", _day("2023-10-14"), "day")]),
         ("scored 7/10 at trivia", []),
+        # A weekday and the date it names are one mention: the date decides, the clock stays.
+        ("by noon friday may 26", [("by noon friday may 26", _day("2023-05-26T12:00"), "minute")]),
+        (
+            "signed by 2pm on thursday 1 june",
+            [("by 2pm on thursday 1 june", _day("2023-06-01T14:00"), "minute")],
+        ),
+        (
+            "by thursday the 11th, 12 noon",
+            [("by thursday the 11th, 12 noon", _day("2023-05-11T12:00"), "minute")],
+        ),
+        # "at" inside a word is no preposition of the date ("sat 14 march")
+        ("a dinner party sat 14 march", [("14 march", _day("2023-03-14"), "day")]),
     ],
 )
 def test_find_times_reads_hedged_appositive_anaphoric_and_numeric_dates(

@@ -84,7 +84,7 @@ _FULL_MONTH = "|".join(m for m in calendar.month_name if m)
 _WEEKDAY = "|".join(WEEKDAYS)
 _NUMBER = r"\d{1,3}|" + "|".join(sorted(NUMBER_WORDS, key=len, reverse=True))
 _ORD = r"(?:st|nd|rd|th)?"
-_PREP = r"(?:(?:on|at|by|until|till|since|around|from)\s+)?"
+_PREP = r"(?:\b(?:on|at|by|until|till|since|around|from)\s+)?"
 _AMPM = r"(?P<ap>[ap])(?:m\b|\.m\b\.?)"
 
 _LOCOMO = re.compile(
@@ -427,7 +427,7 @@ _PATTERNS: tuple[_Pattern, ...] = (
         ("spring", "summer", "fall", "autumn", "winter"),
     ),
     _pattern(
-        rf"(?:\b(?:at|by|around|from|until|till)\s+)?\b(?:(?P<word>noon|midnight)|"
+        rf"(?:\b(?:at|by|around|from|until|till)\s+)?\b(?:(?:12\s+)?(?P<word>noon|midnight)|"
         rf"(?P<h>\d{{1,2}})(?::(?P<mi>\d{{2}}))?(?:\s*{_AMPM}|(?P<oclock>\s+o'?clock\b))?)"
         r"(?![\w:/-])",
         _r_clock,
@@ -464,7 +464,8 @@ _PATTERNS: tuple[_Pattern, ...] = (
         ("19", "20"),
     ),
     _pattern(
-        rf"(?:\bon\s+)?\b(?P<wd>{_WEEKDAY})\s+the\s+(?P<n>\d{{1,2}})(?:st|nd|rd|th)\b",
+        rf"(?:\b(?:on|by|before|until|till|due)\s+)?\b(?P<wd>{_WEEKDAY})\s+the\s+(?P<n>\d{{1,2}})"
+        r"(?:st|nd|rd|th)\b",
         _r_weekday_nth,
         ("day the",),
     ),
@@ -556,7 +557,9 @@ def _non_overlapping(found: list[_Found]) -> list[_Found]:
 
 
 def _merge_adjacent(text: str, found: list[_Found]) -> list[_Found]:
-    """Join "tomorrow at 5pm" and "1:56 pm on 8 May" into one minute-granular mention."""
+    """Join "tomorrow at 5pm" and "1:56 pm on 8 May" into one minute-granular mention, and a
+    weekday with the date it names ("by noon friday april 24", "thursday 2 april"): the date
+    decides the day, the weekday's clock time stays."""
     out: list[_Found] = []
     for f in found:
         prev = out[-1] if out else None
@@ -564,9 +567,26 @@ def _merge_adjacent(text: str, found: list[_Found]) -> list[_Found]:
             day, clock = (f, prev) if prev.clock else (prev, f)
             value = datetime.combine(day.value.date(), clock.value.timetz())
             out[-1] = _Found(prev.start, f.end, value, "minute")
+        elif prev is not None and _names_weekday_of(text, prev, f):
+            value = datetime.combine(f.value.date(), prev.value.timetz())
+            out[-1] = _Found(prev.start, f.end, value, prev.granularity)
         else:
             out.append(f)
     return out
+
+
+_ENDS_WITH_WEEKDAY = re.compile(rf"\b(?:{_WEEKDAY})$", re.IGNORECASE)
+
+
+def _names_weekday_of(text: str, a: _Found, b: _Found) -> bool:
+    """A mention ending with a weekday right before a day-granular date: "friday, 24 april"."""
+    return (
+        not a.clock
+        and b.granularity == "day"
+        and not b.clock
+        and _ENDS_WITH_WEEKDAY.search(text[a.start : a.end]) is not None
+        and re.fullmatch(r"[\s,]*(?:the\s+)?", text[a.end : b.start]) is not None
+    )
 
 
 def _joinable(text: str, a: _Found, b: _Found) -> bool:

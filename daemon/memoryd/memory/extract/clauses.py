@@ -62,7 +62,8 @@ _TRIGGER = (
     r"week|month)|"
     r"at\s+the\s+(?:start|end)\s+of\s+(?:each|every|the)\s+\w+|"
     r"on\s+the\s+(?:\d{1,2}(?:st|nd|rd|th)|first|last)\s+of\s+(?:every|each|the)\s+month|"
-    r"on\s+the\s+(?:first|last)\s+\w+)"
+    r"on\s+the\s+(?:first|last)\s+\w+|"
+    r"(?:every|each)\s+[\w-]+(?=\s*,))"  # "every payday, …"
 )
 _RULE_PREFIX_COMMA = rx(
     rf"^(?P<kw>{_TRIGGER})\b\s*(?P<cond>[^,:]*?)(?:\s*,(?!\d)\s*(?:then\s+)?|\s*:\s+|\s+then\s+)"
@@ -77,12 +78,15 @@ _RULE_PREFIX = rx(
     r"\s+(?=(?:remind|please|make\s+sure|remember|always|never|don't|do\s+not|can\s+you|could\s+you|"
     r"you\s+(?:should|need|must)|I\s+(?:want|need|like|always|usually|have|should|must|will|'ll)|"
     r"I'll|I'd|I\s+[a-z]+|we\s+[a-z]+|tell|ask|text|call|book|put|set|turn|switch|add|send|check|"
-    r"ping|let)\b))"
+    r"ping|let|keep|suggest|give|avoid)\b))"
     r"(?P<act>.+)$"
 )
 MAX_LEAD_WORDS = 3
 """Words before a trigger that opens the rule anyway ("and in general, whenever…", "the night
 before any exam, …"): a longer lead is the action of a rule whose trigger follows it."""
+_LEAD_END = rx(r"(?:,|\b(?:so|and|but))\s*$")
+"""A clause before the trigger that ends in a comma or a conjunction ("Priya is vegetarian, so
+whenever I ask…"): the rule starts at its trigger."""
 _RULE_POSTFIX_END = rx(rf"^(?P<act>.+?)\s*,?\s+(?P<kw>{_TRIGGER})(?P<cond>)\W*$")
 _NESTED_TRIGGER = rx(
     rf"^(?P<kw>{_TRIGGER})\s*,?\s+(?P<rest>(?:if|when|whenever|every\s+time|any\s*time)\b.+)$"
@@ -113,7 +117,7 @@ _SAYING = rx(
 _OWN_SUBJECT = rx(r"^(?:I|we|you)\b")
 _NEXT_SUBJECT = re.compile(r"(?<=\w)\s+(?=(?:I|we)(?:'m|'ll|'d|'ve)?\s+[a-z])")
 _ASKED = rx(
-    rf"^(?:(?:please|pls)\s+)?(?:remind\s+me|make\s+sure|don't\s+let\s+me|tell\s+me|"
+    rf"^(?:(?:please|pls)\s+)?(?:remind\s+me|make\s+sure|don'?t\s+let\s+me|tell\s+me|"
     rf"(?:{'|'.join(IMPERATIVES)})\s)"
 )
 _WANT_TO = rx(
@@ -132,7 +136,7 @@ _REQUEST = rx(
     r"^(?:(?:hey|hi|ok|okay|so|oh|also|and|btw|quick\s+one|one\s+more\s+thing)\b[,:!\s]*)*"
     r"(?:(?:can|could|would|will)\s+you\s+(?:please\s+)?|please\s+|pls\s+)?"
     r"(?:(?:remind|ping|nudge|text|message|tell|buzz|alert)\s+me\s+(?:to|that|about|of|when)?|set\s+(?:me\s+)?(?:a|an)\s+(?:reminder|alarm|timer)"
-    r"\s*(?:to|for|about)?|don't\s+(?:let\s+me\s+)?forget\s+(?:to|about)?|do\s+not\s+(?:let\s+me\s+)?"
+    r"\s*(?:to|for|about)?|don'?t\s+(?:let\s+me\s+)?forget\s+(?:to|about)?|do\s+not\s+(?:let\s+me\s+)?"
     r"forget\s+(?:to|about)?|make\s+sure\s+(?:I|that\s+I|to|we)?|remember\s+to|note\s+to\s+self:?|"
     r"I\s+(?:really\s+|still\s+|also\s+)?(?:need\s+to|have\s+to|must|should|gotta|got\s+to|ought\s+to|"
     r"want\s+to|'ll|will|am\s+going\s+to|'m\s+going\s+to|have|'ve\s+got)|we\s+(?:need\s+to|have\s+to|"
@@ -157,7 +161,7 @@ _CALLED_OFF = rx(
 """A request called off in so many words ("no need for the mat reminder", "forget the video",
 "you can drop that reminder")."""
 _ASKS = rx(
-    r"\b(?:remind|ping|nudge|alert|don't\s+(?:let\s+me\s+)?forget|make\s+sure|remember\s+to|"
+    r"\b(?:remind|ping|nudge|alert|don'?t\s+(?:let\s+me\s+)?forget|make\s+sure|remember\s+to|"
     r"(?:can|could|would|will)\s+you|please|need\s+to|have\s+to|got\s+to|gotta|must|"
     r"add|book|schedule|set\s+(?:a|an|up)|put)\b"
 )
@@ -174,6 +178,7 @@ _DONE_REPORT = rx(
 MAX_REPORT_WORDS = 8
 _PAST_REPORT = rx(
     r"^(?:(?:ok|okay|so|right|also)\W+)?(?:(?:I|we)(?:'ve)?\s+)?(?:just\s+|finally\s+|already\s+)?"
+    r"(?!(?:noted|updated|saved|logged|recorded|got\s+it)\b)"  # an acknowledgement ("Noted: …")
     r"(?:[a-z]{3,}ed|sent|paid|bought|got|did|made|took|gave|wrote|rang|put|brought|sold|told|"
     r"left|set|hung|fixed)\b(?!\s+(?:to|that|if|about)\b)"
 )
@@ -191,9 +196,15 @@ _WHEN_WORDS = frozenset(
 )
 """Words of a request that only say when ("remind me that morning"): no action of its own."""
 _TITLE_STOP = rx(
-    r"\s*[,;!?()]|\s+[-–—]\s+|\s+(?:because|cause|since|so\s+that|so|but|which|otherwise|or\s+else|"
-    r"if\s+(?:not|possible)|please)\b"
+    r"\s*(?:,(?!\d)|[;!?()])|\s+[-–—]\s+|\s+(?:because|cause|since|so\s+that|so|but|which|otherwise|"
+    r"or\s+(?:else|I|I'll|you|he|she|they|we|it)|if\s+(?:not|possible)|please)\b"
 )
+_DATE_WORD = rx(
+    r"^(?:\d[\d:.]*(?:st|nd|rd|th|am|pm)?|(?:mon|tue|wed|thu|fri|sat|sun)[a-z]*|"
+    r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*)$"
+)
+"""A word that only says when ("Fri", "12", "jun")."""
+_CLAUSE_COMMA = rx(r"\s*(?:,(?!\d)|;)\s*")
 # A message's app and sender ("Email: Habito - Your mortgage offer is ready"): the subject
 # after them says what to do, the sender does not.
 _MESSAGE_FROM = rx(
@@ -239,7 +250,8 @@ def _sentence_rule(s: Sentence) -> RuleCandidate | None:
     if m and not _ACK.match(m["cond"]):
         return _rule("", m["cond"], m["act"], s.text)
     m = _RULE_POSTFIX.match(text)
-    found = _after_lead(m, s) if m and len(m["act"].split()) <= MAX_LEAD_WORDS else None
+    lead = m is not None and (len(m["act"].split()) <= MAX_LEAD_WORDS or _LEAD_END.search(m["act"]))
+    found = _after_lead(m, s) if m and lead else None
     if found:
         return found
     if m and len(m["act"].split()) >= 2:
@@ -360,10 +372,30 @@ def _title(s: Sentence, times: list[TimeMention]) -> str:
         after = _cut(text[mark.end() :], offset + mark.end(), times)
         if set(content_tokens(after)) - _WHEN_WORDS or mark.start() == 0:
             return after
-        return _cut(text[: mark.start()], offset, times)
+        need = NEED_MARK.search(text, 0, mark.start())  # "also need to cancel X, remind me…"
+        start = need.end() if need else 0
+        return _cut(text[start : mark.start()], offset + start, times)
     m = _REQUEST.match(text)
     what, at = (m["what"], offset + m.start("what")) if m else (text, offset)
+    if m and not _ASKS.search(text, 0, m.start("what")):
+        what, at = _timed_clause(what, at, times)
     return _cut(what, at, times)
+
+
+def _timed_clause(text: str, offset: int, times: list[TimeMention]) -> tuple[str, int]:
+    """From the first clause of ``text`` that names a time and, without it, still says what to
+    do in two words ("our celebrant is Maria, she needs the form signed by 2pm on thursday" →
+    the second; "Physio - Marta, Thu 2 Apr 10:00" → all); else the whole text; with its
+    offset."""
+    start = 0
+    for stop in [*_CLAUSE_COMMA.finditer(text), None]:
+        end = stop.start() if stop else len(text)
+        local = [t for t in times if offset + start <= t.start < offset + end]
+        words = content_tokens(cut_times(text[start:end], offset + start, local))
+        if local and len([w for w in words if not _DATE_WORD.match(w)]) >= 2:
+            return text[start:], offset + start
+        start = stop.end() if stop else start
+    return text, offset
 
 
 def _cut(what: str, at: int, times: list[TimeMention]) -> str:
@@ -397,15 +429,18 @@ def _ahead(s: Sentence, times: list[TimeMention], now: datetime) -> bool:
 
 
 def _task(s: Sentence, text: str, times: list[TimeMention], now: datetime) -> TaskCandidate:
-    mark = REQUEST_MARK.search(s.text)
+    mark = REQUEST_MARK.search(s.text) or NEED_MARK.search(s.text)
     after = s.start + mark.end() if mark else s.start
     local = [t for t in times if s.start <= t.start < s.end] or times
     local = [t for t in local if t.start >= after] + [t for t in local if t.start < after]
-    upcoming = [t for t in local if t.value >= now.replace(hour=0, minute=0, second=0)]
+    today = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    # as a deadline: "by the 20th" said on the 5th is not the 20th just gone
+    upcoming = [t for t in local if due_time(t, now) >= today]
     due_from = upcoming or local
     due = due_time(due_from[0], now, text[due_from[0].end :]) if due_from else None
     title = _title(s, times)
-    if title and not (_CANCEL.search(s.text) and not _TO_CANCEL.search(s.text)):
+    called_off = _CANCEL.search(title if REQUEST_MARK.search(s.text) else s.text)
+    if title and not (called_off and not _TO_CANCEL.search(s.text)):
         return TaskCandidate(shorten(title, 120), due, text, Parse.CLAUSE)
     return TaskCandidate(shorten(s.text, 120), due, text, Parse.GENERIC)
 

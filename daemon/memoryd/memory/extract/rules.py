@@ -67,7 +67,7 @@ _R_ADVICE = rx(r"^\s*(?:always|never|remember\s+to|make\s+sure)\b")
 _REQUEST_IN_CONDITION = rx(
     r"\s+(?=(?:(?:can|could|would|will)\s+(?:you|u)\s+)?(?:(?:please|pls|plz)\s+)?"
     r"(?:remind|ping|nudge|alert)\s+me\b|tell\s+me\s+to\b|(?:please|pls|plz)\s+\w|give\s+me\s+a\s+"
-    r"(?:nudge|shout|reminder|ping|heads[\s-]?up)\b|make\s+sure\b|don't\s+let\s+me\b)"
+    r"(?:nudge|shout|reminder|ping|heads[\s-]?up)\b|make\s+sure\b|don'?t\s+let\s+me\b)"
 )
 
 
@@ -180,12 +180,20 @@ def _clause_rule(s: str, keep_else: bool) -> RuleCandidate | None:
 
 def request_in_condition(cond: str, act: str) -> tuple[str, str]:
     """The condition and action of a trigger clause, moved to the request when one sits inside
-    what was read as the condition; what followed it (a reason, "I keep losing the points")
-    is no step."""
+    what was read as the condition; what followed it is a step when it is an action ("…, and
+    write FRAGILE on anything with glass"), else no step (a reason, "I keep losing the
+    points")."""
     m = _REQUEST_IN_CONDITION.search(cond)
     if m is None or not cond[: m.start()].strip():
         return cond, act
-    return cond[: m.start()], cond[m.end() :]
+    rest = _AND.sub("", act.strip(" ,"))
+    request = cond[m.end() :]
+    step = rest and _is_action(rest) and not _SUBJECT.match(rest)
+    return cond[: m.start()], f"{request}, then {rest}" if step else request
+
+
+_AND = rx(r"^(?:and|also|then)\s+")
+_SUBJECT = rx(r"^(?:I|we|you|he|she|they|it)\b")
 
 
 def _split_else(text: str) -> tuple[str, str]:

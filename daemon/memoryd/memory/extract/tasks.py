@@ -110,7 +110,7 @@ _T_NEED = rx(
 
 
 _T_FORGET = rx(
-    r"(?:\b(?:don't|do\s+not)\s+(?:let\s+me\s+)?forget\s+to|^\s*(?:please\s+)?"
+    r"(?:\b(?:don'?t|do\s+not)\s+(?:let\s+me\s+)?forget\s+to|^\s*(?:please\s+)?"
     r"(?:remember|make\s+sure)\s+to)\s+(?P<what>.+)$"
 )
 
@@ -129,7 +129,8 @@ _T_IMPERATIVE = rx(rf"^\s*(?:please\s+)?(?P<what>(?:{'|'.join(IMPERATIVES)})\b.+
 
 _T_APPOINTMENT = rx(
     r"\b(?:I\s+have|I've\s+got|there's|my)\s+(?:an?\s+)?(?P<what>(?:[\w'-]+\s+){0,3}?"
-    r"(?:appointment|meeting|interview|exam|flight|deadline|check-?up|surgery))\b"
+    r"(?:appointment|meeting|interview|exam|flight|deadline|check-?up|surgery)"
+    r"(?:\s+with\s+(?:(?:dr|mr|mrs|ms|prof)\.?\s+)?(?-i:[A-Z][\w'-]+)(?:\s+(?-i:[A-Z][\w'-]+))?)?)\b"
 )
 
 
@@ -148,9 +149,10 @@ TITLE_TAIL = rx(r"(?:\s+(?:at|on|by|in|for|please|tomorrow|today))+\s*$")
 
 # Due times: a clock next to a day, words that keep a time in the past, what a mention names.
 _CLOCK = rx(
-    r"[\s,]*(?:at\s+|@\s*|from\s+)?(?P<hour>\d{1,2})(?:[:.](?P<minute>\d{2}))?\s*"
+    r"[\s,]*(?P<at>at\s+|@\s*|from\s+)?(?P<hour>\d{1,2})(?:[:.](?P<minute>\d{2}))?\s*"
     r"(?P<ampm>[ap]\.?m\.?)?(?![\d/])"
 )
+_COUNTED = rx(r"\s*[a-z]")  # after a bare number: "Saturday, 8 people" counts, it is no time
 _EVENING = rx(r"\b(?:tonight|this\s+evening|tomorrow\s+(?:night|evening))\b")
 _PAST_WORDS = rx(r"\b(?:last|ago|yesterday|earlier|previous)\b")
 _WEEKDAY = rx(r"\b(?:mon|tue|wed|thu|fri|sat|sun)[a-z]*\b")
@@ -316,6 +318,8 @@ def due_time(mention: TimeMention, now: datetime, after: str = "") -> datetime:
     value, text_at = mention.value, mention.text.lower()
     evening = _EVENING.search(text_at) is not None
     clock = _CLOCK.match(after) if mention.granularity == "day" or evening else None
+    if clock and not (clock["at"] or clock["minute"] or clock["ampm"]):
+        clock = None if _COUNTED.match(after, clock.end()) else clock
     if clock:
         hour = _hour(clock)
         hour = hour + 12 if evening and hour < 12 else hour  # "tonight at 9"
@@ -480,7 +484,7 @@ REFERENT_CHARS = 80
 _POINTING = rx(r"\b(?:it|them|this|that|those|these|one|there|replacements?|refills?|spares?)\b")
 REQUEST_MARK = rx(
     r"\b(?:(?:can|could|would|will)\s+you\s+(?:please\s+)?)?(?:please\s+)?(?:(?:remind|ping|nudge|"
-    r"text|message|buzz|alert)\s+me\b(?:\s+(?:to|that|about|of|when)\b)?|don't\s+(?:let\s+me\s+)?"
+    r"text|message|buzz|alert)\s+me\b(?:\s+(?:to|that|about|of|when)\b)?|don'?t\s+(?:let\s+me\s+)?"
     r"forget(?:\s+(?:to|about)\b)?|make\s+sure(?:\s+(?:that\s+)?(?:I|to|we|he|she|they)\b)?|"
     r"remember\s+to\b|set\s+(?:me\s+)?(?:a|an)\s+(?:reminder|alarm|timer)(?:\s+(?:to|for|about)\b)?)"
 )
