@@ -392,6 +392,16 @@ def test_a_report_beside_a_request_still_opens_the_task() -> None:
     tasks = [m for m in _built(text, Label.WORKING) if isinstance(m, Task)]
     assert [t.status for t in tasks] == [TaskStatus.PENDING, TaskStatus.DONE]
     assert "case study" in tasks[0].title
+    # so does something that must be done by a time ahead
+    text = (
+        "review done. nurse switched my preventer to fostair. need to collect it from boots tmrw "
+        "at 4"
+    )
+    tasks = [m for m in _built(text, Label.WORKING) if isinstance(m, Task)]
+    assert [(t.title, t.status) for t in tasks] == [
+        ("collect it from boots (nurse switched my preventer to fostair)", TaskStatus.PENDING),
+        ("finish review", TaskStatus.DONE),
+    ]
 
 
 def _turn(text: str, *labels: Label, role: Role = Role.USER, turn_id: str = "t1") -> Turn:

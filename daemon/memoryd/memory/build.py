@@ -51,6 +51,7 @@ from memoryd.memory.extract import (
     FactCandidate,
     RuleCandidate,
     TaskCandidate,
+    asks,
     clause_completions,
     clause_facts,
     clause_rules,
@@ -274,15 +275,16 @@ def _task_candidates(
     turn: Turn, extraction: Extraction, labels: set[Label], done: list[Completion]
 ) -> list[TaskCandidate]:
     """The pattern to-dos; for a working turn with none, the clause reading, unless the turn
-    reports something ``done`` (its completions, :func:`_completions`) and asks for no reminder
-    ("sent the thank-yous. remind me to get the case study done" asks for one). An
+    reports something ``done`` (its completions, :func:`_completions`) and asks for nothing
+    ("sent the thank-yous. remind me to get the case study done" asks for one, "review done.
+    need to collect it tomorrow at 4" too). An
     assistant's reply opens no task ("Reminder set for 5 pm" confirms the user's); its
     completions and cancellations count."""
     if turn.role is Role.ASSISTANT:
         return []
     if extraction.tasks or Label.WORKING not in labels:
         return extraction.tasks
-    if done and not REQUEST_MARK.search(turn.text):
+    if done and not asks(turn.text, extraction.times, turn.local_ts):
         return []
     return clause_tasks(turn.text, extraction.times, turn.local_ts)
 

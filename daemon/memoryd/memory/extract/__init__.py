@@ -25,6 +25,7 @@ from datetime import datetime
 
 from memoryd.memory.extract.clause_facts import clause_facts
 from memoryd.memory.extract.clauses import (
+    asks,
     clause_completions,
     clause_rules,
     clause_tasks,
@@ -57,6 +58,7 @@ __all__ = [
     "FactCandidate",
     "RuleCandidate",
     "TaskCandidate",
+    "asks",
     "canonical_name",
     "clause_completions",
     "clause_facts",

@@ -47,7 +47,7 @@ from memoryd.memory.timeparse import TimeMention
 from memoryd.models import Parse, TaskStatus
 from memoryd.text import content_tokens
 
-__all__ = ["clause_completions", "clause_rules", "clause_tasks", "reports_done"]
+__all__ = ["asks", "clause_completions", "clause_rules", "clause_tasks", "reports_done"]
 
 # Rules: a trigger clause (prefix, or after the action), a standing instruction, a goal.
 _TRIGGER = (
@@ -414,12 +414,22 @@ def clause_tasks(text: str, times: list[TimeMention], now: datetime) -> list[Tas
     sentences = sentences_of(text)
     if not sentences:
         return []
-    asking = [
+    asking = _requests(sentences, times, now) or [_asking(sentences, times)]
+    return [_task(s, text, times, now) for s in asking]
+
+
+def asks(text: str, times: list[TimeMention], now: datetime) -> bool:
+    """Whether ``text`` asks for a reminder in so many words or says something must be done
+    by a time ahead ("asthma review done. need to collect it from boots tomorrow at 4")."""
+    return bool(_requests(sentences_of(text), times, now))
+
+
+def _requests(sentences: list[Sentence], times: list[TimeMention], now: datetime) -> list[Sentence]:
+    return [
         s
         for s in sentences
         if REQUEST_MARK.search(s.text) or (NEED_MARK.search(s.text) and _ahead(s, times, now))
-    ] or [_asking(sentences, times)]
-    return [_task(s, text, times, now) for s in asking]
+    ]
 
 
 def _ahead(s: Sentence, times: list[TimeMention], now: datetime) -> bool:
