@@ -256,9 +256,28 @@ def test_each_reminder_asked_for_is_a_task_due_when_the_request_says() -> None:
         ),
         # with no request, the clause that names the time says what to do
         (
-            "also our celebrant is Maria Costa, she needs the NOIM form signed by 2pm on thursday"
+            "also our celebrant is Maria Costa, she wants the NOIM form signed by 2pm on thursday"
             " 2 april",
-            ("she needs the NOIM form signed", "2026-04-02T14:00:00+00:00"),
+            ("she wants the NOIM form signed", "2026-04-02T14:00:00+00:00"),
+        ),
+        # something that must be had by a time is a to-do too
+        (
+            "robotics needs a signed permission slip + $150 fee by friday",
+            ("signed permission slip + $150 fee", "2026-04-03T00:00:00+00:00"),
+        ),
+        # a thing that needs doing is the action
+        (
+            "€200 deposit needs paying by the 3rd",
+            ("€200 deposit needs paying", "2026-04-03T00:00:00+00:00"),
+        ),
+        (
+            "the car needs servicing, remind me friday",
+            ("car needs servicing", "2026-04-03T00:00:00+00:00"),
+        ),
+        # a bare "remind me at 5" names no action: the need before it does
+        (
+            "the car needs an MOT by friday, remind me at 5",
+            ("MOT", "2026-04-03T00:00:00+00:00"),
         ),
         # the need before a bare "remind me <when>" is no part of the title
         (
@@ -286,6 +305,12 @@ def test_each_reminder_asked_for_is_a_task_due_when_the_request_says() -> None:
             "OpenTable: Booking confirmed — Dishoom, Fri 10 Apr, 19:30, 2 people.",
             ("Booking confirmed", "2026-04-10T19:30:00+00:00"),
         ),
+        # the end of a month; a day named today is due today
+        (
+            "my accountant says I gotta register for an ABN before end of month",
+            ("register for an ABN", "2026-03-31T00:00:00+00:00"),
+        ),
+        ("she needs my 1099s by march 30", ("1099s", "2026-03-30T00:00:00+00:00")),
         # a number of people after the day is no clock time
         (
             "hosting a dinner party sat 11 april, 8 people, remind me",
@@ -314,6 +339,11 @@ def test_a_past_weekday_or_ordinal_is_due_next_time() -> None:
     x = extract("Remind me on the 28th to pay the window cleaner", NOW)
     (task,) = x.tasks
     assert task.due == datetime(2026, 4, 28, tzinfo=UTC)
+    # a weekday and a day of the month: the next date that is both (Feb 25 and Mar 25 2026
+    # are Wednesdays; on March 10 the reader finds the nearer, gone by)
+    now = datetime(2026, 3, 10, 10, tzinfo=UTC)
+    (task,) = extract("remind me to get the curry leaves by wed 25th", now).tasks
+    assert task.due == datetime(2026, 3, 25, tzinfo=UTC)
 
 
 def test_reports_of_done_and_cancelled() -> None:
@@ -325,6 +355,14 @@ def test_reports_of_done_and_cancelled() -> None:
         clause_completions("I'll book the vet tomorrow", extract("tomorrow", NOW).times, NOW) == []
     )
     assert reports_done("Done, paid the council tax") and not reports_done("done with the book?")
+    # a report in a clause of its own beside a plan is still a report; a need is none
+    for text, reported in [
+        ("paid the county entry 👍 coach says sessions move to tuesdays from next week", True),
+        ("need to get the car fixed, garage opens next week", False),
+        ("TFN form handed in. remind me to book her hair appt by end of april", True),
+    ]:
+        found = clause_completions(text, extract(text, NOW).times, NOW)
+        assert [c.status for c in found] == ([TaskStatus.DONE] if reported else [])
 
 
 @pytest.mark.parametrize(
@@ -374,6 +412,12 @@ def test_a_request_called_off_beside_a_plan_is_still_cancelled() -> None:
         ),
         ("buy oat milk", "remind me to buy oat milk", "buy oat milk"),  # it names its thing
         ("call it in", "remind me to call it in", "call it in"),  # nothing before to name it
+        (  # "on time" only says when
+            "I pay on time",
+            "sem 1 fees ($19,400) due 31/03 or they cancel my enrolment. pls make sure I pay on "
+            "time",
+            "I pay on time (sem 1 fees due 31/03 or they cancel my enrolment)",
+        ),
         (  # a need, not only a request, is what the clauses before it explain
             "file it",
             "also quarterly sales tax is due, i need to file it by april 15 at 5pm",

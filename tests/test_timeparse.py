@@ -240,8 +240,16 @@ def test_a_deadline_on_a_day_of_the_month() -> None:
             "by thursday the 11th, 12 noon",
             [("by thursday the 11th, 12 noon", _day("2023-05-11T12:00"), "minute")],
         ),
-        # "at" inside a word is no preposition of the date ("sat 14 march")
-        ("a dinner party sat 14 march", [("14 march", _day("2023-03-14"), "day")]),
+        # "at" inside a word is no preposition of the date
+        ("the flat 14 march viewing", [("14 march", _day("2023-03-14"), "day")]),
+        # an ordinal after "by" needs no "the"; a weekday may be short, and a tie goes ahead
+        ("send it by 13th", [("by 13th", _day("2023-05-13"), "day")]),
+        ("by wed 17th 5pm", [("by wed 17th 5pm", _day("2023-05-17T17:00"), "minute")]),
+        ("fri arvo", [("fri arvo", _day("2023-05-05T15:00"), "day")]),
+        ("sat 14 march", [("sat 14 march", _day("2023-03-14"), "day")]),
+        ("we sat down, the sun was out, I wed her", []),
+        ("by end of april", [("by end of april", _day("2023-04-30"), "day")]),
+        ("at the end of the month", [("at the end of the month", _day("2023-05-31"), "day")]),
     ],
 )
 def test_find_times_reads_hedged_appositive_anaphoric_and_numeric_dates(

@@ -71,7 +71,9 @@ TOMORROW_SPELLINGS = frozenset(
 )
 """How people type "tomorrow" in chat."""
 SEASONS: dict[str, int] = {"spring": 3, "summer": 6, "fall": 9, "autumn": 9, "winter": 12}
-PARTS_OF_DAY: dict[str, int] = {"morning": 9, "afternoon": 15, "evening": 19, "night": 21}
+PARTS_OF_DAY: dict[str, int] = {
+    "morning": 9, "afternoon": 15, "arvo": 15, "evening": 19, "night": 21,
+}  # fmt: skip
 # Words that make a bare weekday ("on Friday") point forward rather than back.
 FUTURE_CUES = re.compile(
     r"\b(?:will|shall|gonna|going to|plan(?:ning)?|remind|need to|have to|must|should|"
@@ -82,6 +84,9 @@ FUTURE_CUES = re.compile(
 _MONTH = "|".join(sorted(MONTHS, key=len, reverse=True))
 _FULL_MONTH = "|".join(m for m in calendar.month_name if m)
 _WEEKDAY = "|".join(WEEKDAYS)
+_WEEKDAY_SHORT = (
+    r"(?:mon|tue|tues|wed|weds|thu|thur|thurs|fri|sat|sun)(?![a-z])|" + _WEEKDAY
+)  # "wed 18th": only next to a day of the month
 _NUMBER = r"\d{1,3}|" + "|".join(sorted(NUMBER_WORDS, key=len, reverse=True))
 _ORD = r"(?:st|nd|rd|th)?"
 _PREP = r"(?:\b(?:on|at|by|until|till|since|around|from)\s+)?"
@@ -250,14 +255,19 @@ def _r_year(m: re.Match[str], _now: datetime, _text: str) -> tuple[datetime, Gra
     return _at(date(int(m["y"]), 1, 1)), "year"
 
 
+def _weekday_index(word: str) -> int:
+    """Monday 0 … Sunday 6, from a weekday's name or its abbreviation ("thurs", "wed")."""
+    return next(i for name, i in WEEKDAYS.items() if name.startswith(word.lower()[:3]))
+
+
 def _r_weekday_nth(m: re.Match[str], now: datetime, _: str) -> tuple[datetime, Granularity] | None:
     """Resolve "Friday the 13th" to the nearest month whose ``nth`` falls on that weekday."""
-    weekday, nth, today = WEEKDAYS[m["wd"].lower()], int(m["n"]), now.date()
+    weekday, nth, today = _weekday_index(m["wd"]), int(m["n"]), now.date()
     candidates = [_date(*_month_offset(today, k), nth) for k in range(-12, 13)]
     hits = [d for d in candidates if d is not None and d.weekday() == weekday]
     if not hits:
-        return None
-    return _at(min(hits, key=lambda d: abs((d - today).days))), "day"
+        return None  # a tie goes to the one ahead: a weekday and its date are mostly plans
+    return _at(min(hits, key=lambda d: (abs((d - today).days), d < today))), "day"
 
 
 def _r_weekday(m: re.Match[str], now: datetime, text: str) -> tuple[datetime, Granularity]:
@@ -271,7 +281,7 @@ def _r_weekday(m: re.Match[str], now: datetime, text: str) -> tuple[datetime, Gr
     else:
         future = FUTURE_CUES.search(_sentence_around(text, m.start(), m.end()))
         mode = "future" if future else "past"
-    day = _shift_weekday(now.date(), WEEKDAYS[m["wd"].lower()], mode)
+    day = _shift_weekday(now.date(), _weekday_index(m["wd"]), mode)
     return _with_part(day, m["pod"]), "day"
 
 
@@ -348,6 +358,15 @@ def _r_relative_period(m: re.Match[str], now: datetime, _: str) -> tuple[datetim
     return _at(date(today.year + step, 1, 1)), "year"
 
 
+def _r_month_end(m: re.Match[str], now: datetime, _: str) -> tuple[datetime, Granularity]:
+    """Resolve "end of the month", "end of april (2025)": the month's last day, this year's
+    unless a year is named (a to-do's due time moves a day gone by forward: ``due_time``)."""
+    today = now.date()
+    month = MONTHS[m["mo"].lower()] if m["mo"] else today.month
+    year = int(m["y"]) if m["y"] else today.year
+    return _at(_add_months(date(year, month, 1), 1) - timedelta(days=1)), "day"
+
+
 def _r_numeric_date(m: re.Match[str], now: datetime, _: str) -> tuple[datetime, Granularity] | None:
     """Resolve "on 10/14", "by 15/06/2026": a number above 12 is the day; when both could be
     months, a speaker on a clock west of UTC-2 (the Americas) writes month first, others day
@@ -403,11 +422,11 @@ def _pattern(
 _DIGITS = tuple("0123456789")
 _PATTERNS: tuple[_Pattern, ...] = (
     _pattern(
-        rf"(?:\b(?:on|by|before|until|till|due|from)\s+|(?<=,\s)|(?<=day\s))the\s+(?P<n>\d{{1,2}})"
-        rf"(?:st|nd|rd|th)\b"
+        rf"(?:\b(?:on|by|before|until|till|due|from)\s+(?:the\s+)?|(?:(?<=,\s)|(?<=day\s))the\s+)"
+        rf"(?P<n>\d{{1,2}})(?:st|nd|rd|th)\b"
         rf"(?!\s+(?:of\s+)?(?:{_MONTH})\b)",
         _r_nth_day,
-        ("the",),
+        ("st", "nd", "rd", "th"),
     ),
     _pattern(
         r"(?:\b(?P<pre>on|by|before|until|till|due|from)\s+)?\b(?P<a>\d{1,2})/(?P<b>\d{1,2})"
@@ -464,23 +483,25 @@ _PATTERNS: tuple[_Pattern, ...] = (
         ("19", "20"),
     ),
     _pattern(
-        rf"(?:\b(?:on|by|before|until|till|due)\s+)?\b(?P<wd>{_WEEKDAY})\s+the\s+(?P<n>\d{{1,2}})"
-        r"(?:st|nd|rd|th)\b",
+        rf"(?:\b(?:on|by|before|until|till|due)\s+)?\b(?P<wd>{_WEEKDAY_SHORT})\.?\s+(?:the\s+)?"
+        r"(?P<n>\d{1,2})(?:st|nd|rd|th)\b",
         _r_weekday_nth,
-        ("day the",),
+        ("st", "nd", "rd", "th"),
     ),
     _pattern(
-        rf"(?:\b(?P<mod>last|next|this|on|by|until|till|since)\s+)?\b(?P<wd>{_WEEKDAY})\b"
-        r"(?:\s+(?P<pod>morning|afternoon|evening|night)\b)?",
+        rf"(?:\b(?P<mod>last|next|this|on|by|until|till|since)\s+)?\b(?P<wd>(?:{_WEEKDAY})\b|"
+        r"(?:mon|tue|tues|thu|thur|thurs|fri)\b\.?|"  # "sat", "sun", "wed" only before a time
+        r"(?:sat|sun|wed|weds)\b\.?(?=\s+(?:morning|afternoon|arvo|evening|night|\d)))"
+        r"(?:\s+(?P<pod>morning|afternoon|arvo|evening|night)\b)?",
         _r_weekday,
-        ("day",),
+        ("day", "mon", "tue", "wed", "thu", "fri", "sat", "sun"),
     ),
     _pattern(
         r"\b(?P<word>the\s+day\s+before\s+yesterday|the\s+day\s+after\s+tomorrow|today|"
         r"tonight|last\s+night|yesterday|tomorrow|"
         + "|".join(sorted(TOMORROW_SPELLINGS, key=len, reverse=True))
         + r")\b"
-        r"(?:\s+(?P<pod>morning|afternoon|evening|night)\b)?",
+        r"(?:\s+(?P<pod>morning|afternoon|arvo|evening|night)\b)?",
         _r_named_day,
         ("today", "tonight", "night", "yesterday", "tom", "tm", "2mor"),
     ),
@@ -500,6 +521,12 @@ _PATTERNS: tuple[_Pattern, ...] = (
         r"\b(?P<mod>last|past|this|next)\s+(?P<unit>weekend|week|month|year)\b",
         _r_relative_period,
         ("week", "month", "year"),
+    ),
+    _pattern(
+        rf"(?:\b(?:by|before|until|till|at|on)\s+)?(?:the\s+)?\bend\s+of\s+(?:the\s+|this\s+)?"
+        rf"(?:month\b|(?P<mo>{_MONTH})\b(?:,?\s+(?P<y>\d{{4}})\b)?)",
+        _r_month_end,
+        ("end of",),
     ),
 )
 # Between a date and its clock time: "at", "on", or words that hedge it or place it in the day
@@ -575,7 +602,7 @@ def _merge_adjacent(text: str, found: list[_Found]) -> list[_Found]:
     return out
 
 
-_ENDS_WITH_WEEKDAY = re.compile(rf"\b(?:{_WEEKDAY})$", re.IGNORECASE)
+_ENDS_WITH_WEEKDAY = re.compile(rf"\b(?:{_WEEKDAY_SHORT})\.?$", re.IGNORECASE)
 
 
 def _names_weekday_of(text: str, a: _Found, b: _Found) -> bool:

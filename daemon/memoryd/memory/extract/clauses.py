@@ -36,11 +36,12 @@ from memoryd.memory.extract.sentences import (
     shorten,
 )
 from memoryd.memory.extract.tasks import (
-    NEED_MARK,
     REQUEST_MARK,
+    WHEN_WORDS,
     Completion,
     TaskCandidate,
     due_time,
+    need_mark,
     tidy_title,
 )
 from memoryd.memory.timeparse import TimeMention
@@ -190,11 +191,6 @@ _PARTICIPLE_REPORT = rx(
     r"(?:\s+(?:back|off|in|out|up|on|down|away))?(?:\W*$|\s*[,;]|\s+[^\w\s])"
 )
 _LOG_PREFIX = re.compile(r"^\s*(?:log\s*:\s*)?(?:\[[^\]]{1,30}\]\s*)?(?:[\w .-]{1,24}:\s+)?")
-_WHEN_WORDS = frozenset(
-    "that this then morning afternoon evening night day week time later tomorrow tonight "
-    "beforehand before after it".split()
-)
-"""Words of a request that only say when ("remind me that morning"): no action of its own."""
 _TITLE_STOP = rx(
     r"\s*(?:,(?!\d)|[;!?()])|\s+[-–—]\s+|\s+(?:because|cause|since|so\s+that|so|but|which|otherwise|"
     r"or\s+(?:else|I|I'll|you|he|she|they|we|it)|if\s+(?:not|possible)|please)\b"
@@ -204,6 +200,7 @@ _DATE_WORD = rx(
     r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*)$"
 )
 """A word that only says when ("Fri", "12", "jun")."""
+_GERUND = rx(r"\w+ing\b")
 _CLAUSE_COMMA = rx(r"\s*(?:,(?!\d)|;)\s*")
 # A message's app and sender ("Email: Habito - Your mortgage offer is ready"): the subject
 # after them says what to do, the sender does not.
@@ -367,19 +364,33 @@ def _title(s: Sentence, times: list[TimeMention]) -> str:
     if text == s.text and ":" in s.text[:30]:
         text = _LOG_PREFIX.sub("", s.text, count=1)
     offset = s.start + len(s.text) - len(text)
-    mark = REQUEST_MARK.search(text) or NEED_MARK.search(text)
+    mark = REQUEST_MARK.search(text) or need_mark(text)
     if mark:
         after = _cut(text[mark.end() :], offset + mark.end(), times)
-        if set(content_tokens(after)) - _WHEN_WORDS or mark.start() == 0:
+        if (_says_what(after) or mark.start() == 0) and not _GERUND.match(text, mark.end()):
             return after
-        need = NEED_MARK.search(text, 0, mark.start())  # "also need to cancel X, remind me…"
-        start = need.end() if need else 0
-        return _cut(text[start : mark.start()], offset + start, times)
+        need = need_mark(text, 0, mark.start() if mark.re is REQUEST_MARK else mark.end())
+        start = _need_start(text, need) if need else 0  # "also need to cancel X, remind me…"
+        end = mark.start() if mark.re is REQUEST_MARK else len(text)
+        return _cut(text[start:end], offset + start, times)
     m = _REQUEST.match(text)
     what, at = (m["what"], offset + m.start("what")) if m else (text, offset)
     if m and not _ASKS.search(text, 0, m.start("what")):
         what, at = _timed_clause(what, at, times)
     return _cut(what, at, times)
+
+
+def _need_start(text: str, need: re.Match[str]) -> int:
+    """Where a need's action starts: after its mark ("need to cancel X"), or at its clause's
+    start when the thing needs doing ("€200 deposit needs paying by the 13th")."""
+    if not _GERUND.match(text, need.end()):
+        return need.end()
+    return max((m.end() for m in _CLAUSE_COMMA.finditer(text, 0, need.start())), default=0)
+
+
+def _says_what(title: str) -> bool:
+    """Whether a title names something to do, not only when ("at 5", "that morning")."""
+    return any(w not in WHEN_WORDS and not _DATE_WORD.match(w) for w in content_tokens(title))
 
 
 def _timed_clause(text: str, offset: int, times: list[TimeMention]) -> tuple[str, int]:
@@ -428,7 +439,7 @@ def _requests(sentences: list[Sentence], times: list[TimeMention], now: datetime
     return [
         s
         for s in sentences
-        if REQUEST_MARK.search(s.text) or (NEED_MARK.search(s.text) and _ahead(s, times, now))
+        if REQUEST_MARK.search(s.text) or (need_mark(s.text) and _ahead(s, times, now))
     ]
 
 
@@ -439,7 +450,7 @@ def _ahead(s: Sentence, times: list[TimeMention], now: datetime) -> bool:
 
 
 def _task(s: Sentence, text: str, times: list[TimeMention], now: datetime) -> TaskCandidate:
-    mark = REQUEST_MARK.search(s.text) or NEED_MARK.search(s.text)
+    mark = REQUEST_MARK.search(s.text) or need_mark(s.text)
     after = s.start + mark.end() if mark else s.start
     local = [t for t in times if s.start <= t.start < s.end] or times
     local = [t for t in local if t.start >= after] + [t for t in local if t.start < after]
@@ -474,8 +485,10 @@ def clause_completions(
     reminder", "forget the video"), as one
     completion whose action is the report itself; consolidation matches it to the open task it
     shares most words with. A short line has at most ``report_words`` words. A time ahead makes
-    a plan, not a report: in the turn (the sentence,
-    for a request called off in so many words); a question is no report either."""
+    a plan, not a report: in the turn (the sentence, for a request called off in so many
+    words), unless the report opens its sentence in a clause of its own that plans nothing
+    ("paid the county entry 👍 coach says sessions move to tuesdays from next week"); a
+    question is no report either."""
     sentences = [s for s in sentences_of(text) if not s.question]
     plans = any(t.value > now for t in times)
     marked = [(s, _CALLED_OFF.search(s.text)) for s in sentences]
@@ -484,7 +497,7 @@ def clause_completions(
         planned = any(s.start <= t.start < s.end and t.value > now for t in times)
         if called_off and planned and not NEGATED_CHANGE.search(s.text):
             continue  # "never mind, I'll do it friday" moves it; "… anymore" calls it off
-        if plans and not called_off:
+        if plans and not called_off and not _reported_first(s, times, now):
             continue
         short_past = len(s.text.split()) <= report_words and (
             _PAST_REPORT.match(s.text) or _PARTICIPLE_REPORT.match(s.text)
@@ -495,6 +508,22 @@ def clause_completions(
             action = shorten(OPENING_FILLER.sub("", s.text).strip(" .!"), 120)
             return [Completion(action, now, text, status, Parse.CLAUSE)]
     return []
+
+
+def _reported_first(s: Sentence, times: list[TimeMention], now: datetime) -> bool:
+    """Whether ``s`` opens with a report of something done in a clause of its own that names no
+    time ahead and no intent: "paid the county entry 👍 …", "booked the flights, we fly
+    friday"."""
+    first = _CLAUSE_END.split(s.text, maxsplit=1)[0]
+    end = s.start + len(first)
+    opens = (_DONE_REPORT.search(first) and _PAST_REPORT.match(first)) or _PARTICIPLE_REPORT.match(
+        first
+    )
+    return bool(opens) and not any(s.start <= t.start < end and t.value > now for t in times)
+
+
+_CLAUSE_END = re.compile(r"\s*(?:[,;:!?]|\s[-–—]\s|[\U0001F300-\U0001FAFF\u2600-\u27BF])\s*")
+"""Where a report's clause ends: punctuation, a dash or an emoji."""
 
 
 def reports_done(text: str) -> bool:

@@ -38,9 +38,11 @@ __all__ = [
     "REQUEST_MARK",
     "TAKE_IDIOMS",
     "TITLE_TAIL",
+    "WHEN_WORDS",
     "Completion",
     "TaskCandidate",
     "due_time",
+    "need_mark",
     "requested_reminder",
     "sentence_completions",
     "sentence_tasks",
@@ -324,10 +326,13 @@ def due_time(mention: TimeMention, now: datetime, after: str = "") -> datetime:
         hour = _hour(clock)
         hour = hour + 12 if evening and hour < 12 else hour  # "tonight at 9"
         value = value.replace(hour=hour, minute=int(clock["minute"] or 0))
-    if value >= now or _PAST_WORDS.search(text_at):
-        return value
+    today = mention.granularity == "day" and not clock and value.date() == now.date()
+    if value >= now or _PAST_WORDS.search(text_at) or today:
+        return value  # a day without a clock time: today is not over
     if mention.granularity == "minute" and value.date() == now.date():
         return value + timedelta(days=1)
+    if _WEEKDAY.search(text_at) and _ORDINAL_DAY.search(text_at):  # "by wed 25th"
+        return _next_same_weekday_and_day(value, now)
     if _WEEKDAY.search(text_at):
         return value + timedelta(days=7 * (1 + (now - value).days // 7))
     if _ORDINAL_DAY.search(text_at) and not _MONTH_NAME.search(text_at):
@@ -335,6 +340,21 @@ def due_time(mention: TimeMention, now: datetime, after: str = "") -> datetime:
         return _shift(value, value.year + (value.month == 12), month)
     if _MONTH_NAME.search(text_at) and mention.granularity == "day":
         return _shift(value, value.year + 1, value.month)
+    return value
+
+
+def _next_same_weekday_and_day(value: datetime, now: datetime) -> datetime:
+    """The first date after ``now`` on ``value``'s day of the month and weekday, within two
+    years (``value`` itself when there is none)."""
+    for months in range(1, 25):
+        month = (value.month - 1 + months) % 12 + 1
+        year = value.year + (value.month - 1 + months) // 12
+        try:
+            later = value.replace(year=year, month=month)
+        except ValueError:  # no such day in that month
+            continue
+        if later >= now and later.weekday() == value.weekday():
+            return later
     return value
 
 
@@ -479,11 +499,17 @@ def when_reminded(
     return out
 
 
+WHEN_WORDS = frozenset(
+    "that this then morning afternoon evening night day week time later tomorrow tonight "
+    "beforehand before after it".split()
+)
+"""Words of a request that only say when ("remind me that morning", "pay on time"): no action
+or thing of their own."""
 REFERENT_CHARS = 80
 """The most of the clauses before a request that a title takes as its referent."""
 _POINTING = rx(r"\b(?:it|them|this|that|those|these|one|there|replacements?|refills?|spares?)\b")
 REQUEST_MARK = rx(
-    r"\b(?:(?:can|could|would|will)\s+you\s+(?:please\s+)?)?(?:please\s+)?(?:(?:remind|ping|nudge|"
+    r"\b(?:(?:can|could|would|will)\s+you\s+(?:please\s+)?)?(?:(?:please|pls|plz)\s+)?(?:(?:remind|ping|nudge|"
     r"text|message|buzz|alert)\s+me\b(?:\s+(?:to|that|about|of|when)\b)?|don'?t\s+(?:let\s+me\s+)?"
     r"forget(?:\s+(?:to|about)\b)?|make\s+sure(?:\s+(?:that\s+)?(?:I|to|we|he|she|they)\b)?|"
     r"remember\s+to\b|set\s+(?:me\s+)?(?:a|an)\s+(?:reminder|alarm|timer)(?:\s+(?:to|for|about)\b)?)"
@@ -492,6 +518,16 @@ REQUEST_MARK = rx(
 I…", "set a reminder for…")."""
 NEED_MARK = rx(r"\b(?:(?:I|we)\s+)?(?:need|have|got)\s+to\b|\bgotta\b")
 """Where a sentence says something must be done ("have to drop it at the office")."""
+_NEEDS_THING = rx(r"\bneeds?\s+(?=(?:a|an|the|my|his|her|our|their|your)\s|\w+ing\b)")
+
+
+def need_mark(text: str, start: int = 0, end: int | None = None) -> re.Match[str] | None:
+    """Where ``text[start:end]`` says something must be done (:data:`NEED_MARK`), else where
+    it says something must be had ("robotics needs a signed permission slip by friday")."""
+    end = len(text) if end is None else end
+    return NEED_MARK.search(text, start, end) or _NEEDS_THING.search(text, start, end)
+
+
 _ASIDE = re.compile(r"\s*\([^)]*\)")
 _REFERENT_SPLIT = re.compile(r"\s*[,;]\s+|\s+(?:and|but)\s+")
 
@@ -501,7 +537,7 @@ def with_referent(title: str, text: str) -> str:
     me that morning at 10", "grab a replacement", "i need to file it") with the clauses before
     the request (or the need) that name it, up to
     ``REFERENT_CHARS``: "send them on my lunch break (kemi needs 3 months of payslips)"."""
-    if len(content_tokens(title)) >= 2 and not _POINTING.search(title):
+    if len(set(content_tokens(title)) - WHEN_WORDS) >= 2 and not _POINTING.search(title):
         return title
     at = text.lower().find(title.lower())
     end = at if at >= 0 else len(text)
