@@ -137,6 +137,28 @@ def test_ended_and_current_states() -> None:
             ["every payday"],
             ["remind me to move £600 into the house fund"],
         ),
+        (  # a lead ending in an emoji is a clause of its own
+            "Ellie swims for the club, training mon/wed/fri 6am 😩 on training days remind me at "
+            "5:30 to wake her",
+            ["on training days"],
+            ["remind me at 5:30 to wake her"],
+        ),
+        (  # "rule:" opens a rule; "any <thing> …," is a trigger
+            "and rule: any email from monash with 'census date' in the subject, remind me that "
+            "night to check my units",
+            ["any email from monash with 'census date' in the subject"],
+            ["remind me that night to check my units"],
+        ),
+        (
+            "every 1st of the month remind me to take the meter readings",
+            ["every 1st of the month"],
+            ["remind me to take the meter readings"],
+        ),
+        (
+            "from now on, every quarter remind me to pay the estimated tax",
+            ["every quarter"],
+            ["remind me to pay the estimated tax"],
+        ),
         (  # a clause before the trigger ending in "so" is no action; "keep" starts one
             "Priya is vegetarian btw, so whenever I ask you for dinner ideas for the two of us "
             "keep them meat-free",

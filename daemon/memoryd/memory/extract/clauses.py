@@ -64,7 +64,10 @@ _TRIGGER = (
     r"at\s+the\s+(?:start|end)\s+of\s+(?:each|every|the)\s+\w+|"
     r"on\s+the\s+(?:\d{1,2}(?:st|nd|rd|th)|first|last)\s+of\s+(?:every|each|the)\s+month|"
     r"on\s+the\s+(?:first|last)\s+\w+|"
-    r"(?:every|each)\s+[\w-]+(?=\s*,))"  # "every payday, …"
+    r"(?:every|each)\s+(?:\d{1,2}(?:st|nd|rd|th)|first|last)\s+(?:\w+\s+)?of\s+(?:the|every|each)\s+"
+    r"month|(?:every|each)\s+(?:quarter|fortnight|term|semester|season)\b|"
+    r"(?:every|each)\s+[\w-]+(?=\s*,)|"  # "every payday, …"
+    r"any\s+(?=[\w'-]+\s+[^,]{2,60},))"  # "any day the avalanche risk is 4 or higher, …"
 )
 _RULE_PREFIX_COMMA = rx(
     rf"^(?P<kw>{_TRIGGER})\b\s*(?P<cond>[^,:]*?)(?:\s*,(?!\d)\s*(?:then\s+)?|\s*:\s+|\s+then\s+)"
@@ -85,9 +88,10 @@ _RULE_PREFIX = rx(
 MAX_LEAD_WORDS = 3
 """Words before a trigger that opens the rule anyway ("and in general, whenever…", "the night
 before any exam, …"): a longer lead is the action of a rule whose trigger follows it."""
-_LEAD_END = rx(r"(?:,|\b(?:so|and|but))\s*$")
-"""A clause before the trigger that ends in a comma or a conjunction ("Priya is vegetarian, so
-whenever I ask…"): the rule starts at its trigger."""
+_LEAD_END = rx(r"(?:[,.!]|\b(?:so|and|but)|[\U0001F300-\U0001FAFF\u2600-\u27BF])\s*$")
+"""A clause before the trigger that ends in a comma, a conjunction or an emoji ("Priya is
+vegetarian, so whenever I ask…", "training mon/wed/fri 6am 😩 on training days…"): the rule
+starts at its trigger."""
 _RULE_POSTFIX_END = rx(rf"^(?P<act>.+?)\s*,?\s+(?P<kw>{_TRIGGER})(?P<cond>)\W*$")
 _NESTED_TRIGGER = rx(
     rf"^(?P<kw>{_TRIGGER})\s*,?\s+(?P<rest>(?:if|when|whenever|every\s+time|any\s*time)\b.+)$"
@@ -108,7 +112,8 @@ _CLAUSE_SPLIT = re.compile(r"\s+[—–-]+\s+|\s*;\s*|:\s+")
 _ACK = rx(
     r"^(?:got\s+it|noted|ok(?:ay)?|sure|done|understood|will\s+do|no\s+problem|sounds\s+good|"
     r"great|perfect|right|alright|all\s+set|one\s+(?:more\s+)?thing|fyi|btw|reminder\s+set|"
-    r"updated|thanks|thank\s+you|nice|cool|so\s+you\s+know)\b[\s!.,:;—–-]*"
+    r"updated|thanks|thank\s+you|nice|cool|so\s+you\s+know|"
+    r"(?:and\s+)?(?:(?:new|house|one|a|another)\s+)?rule(?:\s+for\s+[^:,]{1,30})?(?=\s*:))\b[\s!.,:;—–-]*"
 )
 _TOPIC = rx(r"^(?P<cond>[^:,]{3,50}?)\s*:\s+(?P<act>.+)$")
 _SAYING = rx(
