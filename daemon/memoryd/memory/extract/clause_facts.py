@@ -25,6 +25,7 @@ from memoryd.memory.extract.names import canonical_name
 from memoryd.memory.extract.phrases import list_items, max_words
 from memoryd.memory.extract.sentences import (
     CONDITIONAL,
+    EMOJI,
     LEADING_DET,
     NON_OBJECTS,
     OPENING_FILLER,
@@ -196,7 +197,7 @@ _FACT_CLAUSES = rx(
     r"|\s+(?:and|but|so)\s+(?=(?:the\s+|my\s+|our\s+)?[a-z][\w'-]*\s+"
     r"(?:[a-z]+ed|has|have|is|are|was|were)\s)"
     # an emoji between words: "rosa's moving back to portugal 😢 her last clean is thursday"
-    r"|\s*[\U0001f000-\U0001faff\u2600-\u27bf][\U0001f000-\U0001faff\u2600-\u27bf\ufe0f\u200d]*\s+"
+    rf"|\s*{EMOJI}(?:{EMOJI}|[\ufe0f\u200d])*\s+"
     r"(?=\w)"
 )
 # A thing one now has because it was just put in place: "got the nest installed", "set up the
@@ -245,7 +246,7 @@ _TRAIL_TIME = rx(
 )
 
 
-_EMOJI = re.compile("[\U0001f000-\U0001faff\u2600-\u27bf\ufe0f]+")
+_EMOJI = re.compile(f"(?:{EMOJI}|\ufe0f)+")
 
 
 def _clean(phrase: str) -> str:

@@ -27,6 +27,7 @@ from memoryd.memory.extract.rules import (
     steps,
 )
 from memoryd.memory.extract.sentences import (
+    EMOJI,
     IMPERATIVES,
     OPENING_FILLER,
     Sentence,
@@ -88,7 +89,7 @@ _RULE_PREFIX = rx(
 MAX_LEAD_WORDS = 3
 """Words before a trigger that opens the rule anyway ("and in general, whenever…", "the night
 before any exam, …"): a longer lead is the action of a rule whose trigger follows it."""
-_LEAD_END = rx(r"(?:[,.!]|\b(?:so|and|but)|[\U0001F300-\U0001FAFF\u2600-\u27BF])\s*$")
+_LEAD_END = rx(rf"(?:[,.!]|\b(?:so|and|but)|{EMOJI})\s*$")
 """A clause before the trigger that ends in a comma, a conjunction or an emoji ("Priya is
 vegetarian, so whenever I ask…", "training mon/wed/fri 6am 😩 on training days…"): the rule
 starts at its trigger."""
@@ -400,7 +401,7 @@ def _says_what(title: str) -> bool:
 
 def _timed_clause(text: str, offset: int, times: list[TimeMention]) -> tuple[str, int]:
     """From the first clause of ``text`` that names a time and, without it, still says what to
-    do in two words ("our celebrant is Maria, she needs the form signed by 2pm on thursday" →
+    do in two words ("our celebrant is Maria, she wants the form signed by 2pm on thursday" →
     the second; "Physio - Marta, Thu 2 Apr 10:00" → all); else the whole text; with its
     offset."""
     start = 0
@@ -527,7 +528,7 @@ def _reported_first(s: Sentence, times: list[TimeMention], now: datetime) -> boo
     return bool(opens) and not any(s.start <= t.start < end and t.value > now for t in times)
 
 
-_CLAUSE_END = re.compile(r"\s*(?:[,;:!?]|\s[-–—]\s|[\U0001F300-\U0001FAFF\u2600-\u27BF])\s*")
+_CLAUSE_END = re.compile(rf"\s*(?:[,;:!?]|\s[-–—]\s|{EMOJI})\s*")
 """Where a report's clause ends: punctuation, a dash or an emoji."""
 
 

@@ -59,6 +59,9 @@ FUNCTION_WORDS = frozenset(
 )
 
 
+EMOJI = "[\U0001f000-\U0001faff\u2600-\u27bf]"
+"""One emoji or pictograph, as a character class for patterns ("😩", "✅")."""
+
 PRONOUN_I = r"(?<![\w'])I"
 
 
