@@ -292,6 +292,10 @@ def test_each_reminder_asked_for_is_a_task_due_when_the_request_says() -> None:
             "€200 deposit needs paying by the 3rd",
             ("€200 deposit needs paying", "2026-04-03T00:00:00+00:00"),
         ),
+        (  # from its own clause, not the lead before it
+            "ok so, €200 deposit needs paying by the 3rd",
+            ("€200 deposit needs paying", "2026-04-03T00:00:00+00:00"),
+        ),
         (
             "the car needs servicing, remind me friday",
             ("car needs servicing", "2026-04-03T00:00:00+00:00"),

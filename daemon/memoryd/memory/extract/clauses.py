@@ -375,10 +375,10 @@ def _title(s: Sentence, times: list[TimeMention]) -> str:
         after = _cut(text[mark.end() :], offset + mark.end(), times)
         if (_says_what(after) or mark.start() == 0) and not _GERUND.match(text, mark.end()):
             return after
-        need = need_mark(text, 0, mark.start() if mark.re is REQUEST_MARK else mark.end())
+        asked = mark.re is REQUEST_MARK  # else the mark is the need itself
+        need = need_mark(text, 0, mark.start()) if asked else mark
         start = _need_start(text, need) if need else 0  # "also need to cancel X, remind me…"
-        end = mark.start() if mark.re is REQUEST_MARK else len(text)
-        return _cut(text[start:end], offset + start, times)
+        return _cut(text[start : mark.start() if asked else len(text)], offset + start, times)
     m = _REQUEST.match(text)
     what, at = (m["what"], offset + m.start("what")) if m else (text, offset)
     if m and not _ASKS.search(text, 0, m.start("what")):
