@@ -133,3 +133,18 @@ def test_closed_journal_refuses(tmp_path: Path) -> None:
         j.append_turns([entry(1, "x")])
     with pytest.raises(ClosedError):
         j.max_seq()
+
+
+def test_neighbour_episodes_are_the_turns_beside_in_the_same_session(journal: Journal) -> None:
+    journal.append_turns(
+        [entry(1, "a", "s1"), entry(2, "b", "s2"), entry(3, "c", "s1"), entry(4, "d", "s1")]
+    )
+    journal.append_turns([entry(5, "e", "s1"), entry(6, "f", "s3")])
+    nums = {s.memory.turn_id: s.num for s in journal.list_memories([MemoryType.EPISODIC], 10)}
+    beside = journal.neighbour_episodes(["t1", "t3", "t5", "t6"])
+    assert beside["t1"] == [nums["t3"]]  # nothing before the first; t2 is another session
+    assert sorted(beside["t3"]) == [nums["t1"], nums["t4"]]
+    assert beside["t5"] == [nums["t4"]]  # nothing after the last
+    assert "t6" not in beside  # alone in its session
+    journal.delete_memory("ep4")
+    assert journal.neighbour_episodes(["t3"]) == {"t3": [nums["t1"]]}

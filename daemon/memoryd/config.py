@@ -175,6 +175,7 @@ class RetrievalConfig(Section):
     bm25_weight: float
     dense_weight: float
     session_weight: float
+    neighbour_weight: float
     candidates: int
 
 

@@ -346,6 +346,14 @@ SETTINGS: tuple[Setting, ...] = (
         rule="must be >= 0",
     ),
     Setting(
+        "retrieval.neighbour_weight",
+        0.15,
+        "Share of a hit's fused score given to the episodes of the turns just before and after "
+        "it in its session (0 turns the lift off).",
+        check=lambda v: v >= 0,
+        rule="must be >= 0",
+    ),
+    Setting(
         "retrieval.candidates",
         100,
         "Candidates taken from each ranking before fusion.",

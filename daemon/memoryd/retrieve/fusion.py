@@ -1,10 +1,14 @@
 """Score fusion: BM25 and dense rankings normalised and weighted, the query's focus lifts
-added, then each memory lifted by its session's score.
+added, then each memory lifted by its session's score, then the episodes of the turns beside the
+best hits lifted by a share of theirs.
 
 Fusion is by min-max normalised score with BM25 weighted 1.0, dense 0.2 and session 1.0 by
 default; reciprocal-rank fusion stays selectable (``retrieval.fusion = "rrf"``). MiniLM is much
 weaker than BM25 on short chat turns and RRF throws the score gaps away (``docs/decisions.md``,
-"Score fusion over reciprocal-rank fusion").
+"Score fusion over reciprocal-rank fusion"). A reply often echoes the words of the turn it
+answers, or the turn that holds the answer follows the one that matches ("What did you paint?"
+→ "A sunset over the lake"), so a hit lends its neighbours ``retrieval.neighbour_weight`` of its
+score (``docs/decisions.md``, "Neighbour lift").
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from datetime import datetime
 import numpy as np
 
 from memoryd.config import RetrievalConfig
-from memoryd.models import Fusion, Tier
+from memoryd.models import Fusion, MemoryType, Tier
 from memoryd.retrieve.focus import focus_of
 from memoryd.retrieve.params import QueryParams
 from memoryd.retrieve.result import Stores
@@ -26,6 +30,8 @@ __all__ = ["fuse", "passes"]
 # searched exactly; a larger one through the HNSW index with a filter.
 EXACT_POOL = 1024
 EXACT_SHARE = 0.05
+# The best NEIGHBOUR_HITS fused candidates lift the episodes of the turns beside theirs.
+NEIGHBOUR_HITS = 20
 
 
 def fuse(
@@ -79,6 +85,19 @@ def fuse(
         fused[num], why[num] = score, " + ".join(parts)
     if config.session_weight > 0:
         _boost_sessions(fused, why, meta, config)
+    if config.neighbour_weight > 0 and MemoryType.EPISODIC in params.types:
+        beside = _neighbour_lifts(stores, fused, meta, config.neighbour_weight)
+        new = [n for n in beside if n not in fused and (pool is None or n in pool)]
+        meta.update(stores.journal.memory_meta(new))
+        for num, lift in beside.items():
+            if num not in fused:
+                if num not in meta or not passes(meta[num], params):
+                    continue
+                if allowed is not None and num not in allowed:
+                    continue
+                fused[num], why[num] = 0.0, ""
+            fused[num] += lift
+            why[num] += f" + beside a hit {lift:.2f}" if why[num] else f"beside a hit {lift:.2f}"
     return fused, why, cosines
 
 
@@ -134,6 +153,20 @@ def _boost_sessions(
         part = session_score[meta[num][1]] / best
         fused[num] += config.session_weight * part
         why[num] += f" + session {part:.2f}"
+
+
+def _neighbour_lifts(
+    stores: Stores, fused: dict[int, float], meta: dict[int, tuple[str, str, str]], weight: float
+) -> dict[int, float]:
+    """Episode num → ``weight`` × the fused score of the best hit among the
+    :data:`NEIGHBOUR_HITS` best whose turn it is just before or after (in the same session)."""
+    top = sorted(fused, key=fused.__getitem__, reverse=True)[:NEIGHBOUR_HITS]
+    beside = stores.journal.neighbour_episodes(list({meta[n][0] for n in top}))
+    lifts: dict[int, float] = {}
+    for num in top:
+        for other in beside.get(meta[num][0], ()):
+            lifts[other] = max(lifts.get(other, 0.0), weight * fused[num])
+    return lifts
 
 
 def passes(meta: tuple[str, str, str], params: QueryParams) -> bool:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any
@@ -571,6 +572,26 @@ class Journal:
             (turn_id,),
         )
         return [self._stored(r) for r in rows]
+
+    def neighbour_episodes(self, turn_ids: Sequence[str]) -> dict[str, list[int]]:
+        """turn id → the nums of the live episodes of the turns just before and just after it
+        in its session (by journal order)."""
+        if not turn_ids:
+            return {}
+        marks = placeholders(len(turn_ids))
+        rows = self.db.read(
+            "SELECT t.turn_id, m.num FROM turns t JOIN memories m ON m.turn_id IN ("
+            " (SELECT p.turn_id FROM turns p WHERE p.session_id = t.session_id"
+            "  AND p.seq < t.seq ORDER BY p.seq DESC LIMIT 1),"
+            " (SELECT n.turn_id FROM turns n WHERE n.session_id = t.session_id"
+            "  AND n.seq > t.seq ORDER BY n.seq LIMIT 1))"
+            f" WHERE t.turn_id IN ({marks}) AND m.deleted = 0 AND m.type = ?",
+            [*turn_ids, MemoryType.EPISODIC.value],
+        )
+        out: dict[str, list[int]] = defaultdict(list)
+        for turn_id, num in rows:
+            out[turn_id].append(int(num))
+        return dict(out)
 
     def list_memories(
         self, types: Sequence[MemoryType], limit: int, after_num: int = 0
