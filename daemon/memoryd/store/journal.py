@@ -575,22 +575,38 @@ class Journal:
 
     def neighbour_episodes(self, turn_ids: Sequence[str]) -> dict[str, list[int]]:
         """turn id → the nums of the live episodes of the turns just before and just after it
-        in its session (by journal order)."""
+        in its session (by journal order). Two indexed reads: the neighbours' turn ids, then
+        their episodes."""
         if not turn_ids:
             return {}
         marks = placeholders(len(turn_ids))
         rows = self.db.read(
-            "SELECT t.turn_id, m.num FROM turns t JOIN memories m ON m.turn_id IN ("
+            "SELECT t.turn_id,"
             " (SELECT p.turn_id FROM turns p WHERE p.session_id = t.session_id"
             "  AND p.seq < t.seq ORDER BY p.seq DESC LIMIT 1),"
             " (SELECT n.turn_id FROM turns n WHERE n.session_id = t.session_id"
-            "  AND n.seq > t.seq ORDER BY n.seq LIMIT 1))"
-            f" WHERE t.turn_id IN ({marks}) AND m.deleted = 0 AND m.type = ?",
-            [*turn_ids, MemoryType.EPISODIC.value],
+            "  AND n.seq > t.seq ORDER BY n.seq LIMIT 1)"
+            f" FROM turns t WHERE t.turn_id IN ({marks})",
+            list(turn_ids),
+        )
+        beside: dict[str, list[str]] = defaultdict(list)
+        for turn_id, before, after in rows:
+            for other in (before, after):
+                if other is not None:
+                    beside[other].append(turn_id)
+        if not beside:
+            return {}
+        marks = placeholders(len(beside))
+        episodes = self.db.read(
+            # by turn: the planner would otherwise walk every episode by type
+            "SELECT turn_id, num FROM memories INDEXED BY memories_by_turn"
+            f" WHERE turn_id IN ({marks}) AND deleted = 0 AND type = ?",
+            [*beside, MemoryType.EPISODIC.value],
         )
         out: dict[str, list[int]] = defaultdict(list)
-        for turn_id, num in rows:
-            out[turn_id].append(int(num))
+        for other, num in episodes:
+            for turn_id in beside[other]:
+                out[turn_id].append(int(num))
         return dict(out)
 
     def list_memories(
