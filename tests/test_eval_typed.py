@@ -64,9 +64,13 @@ def test_a_check_that_is_not_met_is_listed_as_a_miss(
         "id": "wrong",
         "structure": {"tasks": [{"words": ["licence"], "status": "done"}]},
     }
-    (result,) = run_typed(service, _write(tmp_path, wrong)).results
+    report = run_typed(service, _write(tmp_path, wrong))
+    (result,) = report.results
     assert result.structure.overall() == (0, 1)
     assert any("licence" in m for m in result.misses)
+    assert "wrong: structure tasks" in report.format()
+    # --show 0 keeps a set's misses unread (the dev set must not be developed on)
+    assert "structure tasks" not in report.format(show=0)
 
 
 @pytest.mark.parametrize(

@@ -212,7 +212,11 @@ def _write_out(text: str, out: Path | None) -> None:
     default=Path(__file__).resolve().parents[3] / "evals" / "typed" / "dev.jsonl",
 )
 @click.option("--out", type=click.Path(path_type=Path, dir_okay=False), help="Also write here.")
-@click.option("--show", type=click.IntRange(0), default=0, help="List only the first N misses.")
+@click.option(
+    "--show",
+    type=click.IntRange(0),
+    help="List only the first N misses (0: none, for a set that must stay unread). Default: all.",
+)
 @domain_errors
 def eval_typed(
     config_path: Path | None,
@@ -220,7 +224,7 @@ def eval_typed(
     model_dir: Path | None,
     path: Path,
     out: Path | None,
-    show: int,
+    show: int | None,
 ) -> None:
     """Typed memory on scenarios: surfaced, structure and stale-clean, per domain and type.
 
@@ -231,7 +235,7 @@ def eval_typed(
       surfaced     share of expected items found in their type's section of a later query
       structure    share of the facts, rules and tasks that must exist and do
       stale-clean  share of superseded values kept out of the current facts
-    Every miss is listed after the tables.
+    The misses are listed after the tables (--show bounds them).
     """
     from memoryd.eval import run_typed
 

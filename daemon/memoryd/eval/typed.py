@@ -291,7 +291,8 @@ class TypedReport:
                 out.hits[key] += tally.hits.get(key, 0)
         return out
 
-    def format(self, show: int = 0) -> str:
+    def format(self, show: int | None = None) -> str:
+        """The tables, then the first ``show`` misses (all of them when ``show`` is None)."""
         domains = sorted({r.scenario.domain for r in self.results})
         lines = [
             f"Typed-memory eval: {self.path} ({len(self.results)} scenarios, "
@@ -321,8 +322,9 @@ class TypedReport:
             lines.append(f"{mtype + (f' ({kind})' if kind else ''):24} {s:>14} {t:>14}")
         misses = [(r.scenario.id, m) for r in self.results for m in r.misses]
         if misses:
-            lines += ["", f"misses ({len(misses)}):"]
-            lines += [f"  {sid}: {m}" for sid, m in misses[: show or len(misses)]]
+            listed = misses if show is None else misses[:show]
+            lines += ["", f"misses ({len(misses)}, {len(listed)} listed):"]
+            lines += [f"  {sid}: {m}" for sid, m in listed]
         return "\n".join(lines)
 
 
