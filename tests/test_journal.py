@@ -154,7 +154,7 @@ def test_neighbour_episodes_search_by_turn_never_walk_a_type(journal: Journal) -
     """A plan that walks the episodes by type took a 10k-turn query from 26 to 268 ms."""
     journal.append_turns([entry(i, f"turn {i}", f"s{i // 4}") for i in range(1, 41)])
     statements: list[str] = []
-    reader = journal.db._reader()  # noqa: SLF001 - the connection the read runs on
+    reader = journal.db._reader()  # the connection the read runs on
     reader.set_trace_callback(statements.append)
     assert journal.neighbour_episodes(["t5", "t9"])
     reader.set_trace_callback(None)
