@@ -84,8 +84,10 @@ FUTURE_CUES = re.compile(
 _MONTH = "|".join(sorted(MONTHS, key=len, reverse=True))
 _FULL_MONTH = "|".join(m for m in calendar.month_name if m)
 _WEEKDAY = "|".join(WEEKDAYS)
+_WEEKDAY_ABBR = "mon|tue|tues|thu|thur|thurs|fri"
+_WEEKDAY_ABBR_WORD = "sat|sun|wed|weds"  # also words: a weekday only beside a time or a date
 _WEEKDAY_SHORT = (
-    r"(?:mon|tue|tues|wed|weds|thu|thur|thurs|fri|sat|sun)(?![a-z])|" + _WEEKDAY
+    rf"(?:{_WEEKDAY_ABBR}|{_WEEKDAY_ABBR_WORD})(?![a-z])|" + _WEEKDAY
 )  # "wed 18th": only next to a day of the month
 _NUMBER = r"\d{1,3}|" + "|".join(sorted(NUMBER_WORDS, key=len, reverse=True))
 _ORD = r"(?:st|nd|rd|th)?"
@@ -490,8 +492,8 @@ _PATTERNS: tuple[_Pattern, ...] = (
     ),
     _pattern(
         rf"(?:\b(?P<mod>last|next|this|on|by|until|till|since)\s+)?\b(?P<wd>(?:{_WEEKDAY})\b|"
-        r"(?:mon|tue|tues|thu|thur|thurs|fri)\b\.?|"  # "sat", "sun", "wed" only before a time
-        r"(?:sat|sun|wed|weds)\b\.?(?=\s+(?:morning|afternoon|arvo|evening|night|\d)))"
+        rf"(?:{_WEEKDAY_ABBR})\b\.?|"  # "sat", "sun", "wed" only before a time
+        rf"(?:{_WEEKDAY_ABBR_WORD})\b\.?(?=\s+(?:morning|afternoon|arvo|evening|night|\d)))"
         r"(?:\s+(?P<pod>morning|afternoon|arvo|evening|night)\b)?",
         _r_weekday,
         ("day", "mon", "tue", "wed", "thu", "fri", "sat", "sun"),

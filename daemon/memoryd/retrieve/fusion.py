@@ -70,7 +70,7 @@ def fuse(
     fused: dict[int, float] = {}
     why: dict[int, str] = {}
     for num in meta:
-        if not passes(meta[num], params) or (allowed is not None and num not in allowed):
+        if not _admitted(num, meta, params, allowed):
             continue
         score = config.bm25_weight * lexical_part.get(num, 0.0)
         score += config.dense_weight * dense_part.get(num, 0.0)
@@ -91,14 +91,19 @@ def fuse(
         meta.update(stores.journal.memory_meta(new))
         for num, lift in beside.items():
             if num not in fused:
-                if num not in meta or not passes(meta[num], params):
-                    continue
-                if allowed is not None and num not in allowed:
+                if num not in meta or not _admitted(num, meta, params, allowed):
                     continue
                 fused[num], why[num] = 0.0, ""
             fused[num] += lift
             why[num] += f" + beside a hit {lift:.2f}" if why[num] else f"beside a hit {lift:.2f}"
     return fused, why, cosines
+
+
+def _admitted(
+    num: int, meta: dict[int, tuple[str, str, str]], params: QueryParams, allowed: set[int] | None
+) -> bool:
+    """Whether a candidate passes the query's filters and is one its focus allows."""
+    return passes(meta[num], params) and (allowed is None or num in allowed)
 
 
 def _searched_exactly(pool: int, indexed: int) -> bool:

@@ -516,6 +516,10 @@ def clause_completions(
     return []
 
 
+_CLAUSE_END = re.compile(rf"\s*(?:[,;:!?]|\s[-–—]\s|{EMOJI})\s*")
+"""Where a report's clause ends: punctuation, a dash or an emoji."""
+
+
 def _reported_first(s: Sentence, times: list[TimeMention], now: datetime) -> bool:
     """Whether ``s`` opens with a report of something done in a clause of its own that names no
     time ahead and no intent: "paid the county entry 👍 …", "booked the flights, we fly
@@ -526,10 +530,6 @@ def _reported_first(s: Sentence, times: list[TimeMention], now: datetime) -> boo
         first
     )
     return bool(opens) and not any(s.start <= t.start < end and t.value > now for t in times)
-
-
-_CLAUSE_END = re.compile(rf"\s*(?:[,;:!?]|\s[-–—]\s|{EMOJI})\s*")
-"""Where a report's clause ends: punctuation, a dash or an emoji."""
 
 
 def reports_done(text: str) -> bool:
