@@ -128,6 +128,23 @@ def expected_chains(episodes: Sequence[Episode]) -> dict[str, list[tuple[str, st
     }
 
 
+def session_neighbours(
+    store: GraphStore, episode_ids: Sequence[str], window: int = 1
+) -> dict[str, list[str]]:
+    """Each episode's neighbours up to ``window`` NEXT steps away, in chain order."""
+    return {
+        eid: store.timeline(eid, later=False, hops=window, session_only=True)[::-1]
+        + store.timeline(eid, later=True, hops=window, session_only=True)
+        for eid in episode_ids
+    }
+
+
+def open_tasks(store: GraphStore) -> list[str]:
+    """The tasks whose projected status is pending."""
+    rows = store._read("open", "MATCH (t:Task) WHERE t.status = 'pending' RETURN t.id", {})
+    return sorted(row[0] for row in rows)
+
+
 def ingest_episodes(store: GraphStore, session: str, minutes: Sequence[float]) -> list[str]:
     """One turn and one episode per entry of ``minutes``, applied in that order."""
     ids = []
@@ -147,14 +164,13 @@ class TestGraphContract:
     def test_empty_store_reads(self, store: GraphStore) -> None:
         assert store.applied_seq() == 0
         assert set(store.counts().values()) == {0}
-        assert store.session_neighbours([]) == {}
-        assert store.session_neighbours(["nope"]) == {"nope": []}
-        assert store.episodes_sharing_entities(["nope"], 5) == []
+        assert session_neighbours(store, []) == {}
+        assert session_neighbours(store, ["nope"]) == {"nope": []}
+        assert store.episodes_sharing_entities(["nope"], [], 5) == []
         assert store.entities_of(["nope"]) == {"nope": []}
         assert store.facts_about(["nope"]) == []
         assert store.rules_with_conditions() == []
         assert store.rule_tree("nope") == []
-        assert store.open_tasks() == []
         assert store.memory_ids_for_turn("nope") == []
         assert not store.has_turn("nope")
         assert store.timeline("nope", later=True, hops=3) == []
@@ -197,15 +213,13 @@ class TestGraphContract:
         ingest_episodes(store, "s2", [15])
         chain = ["s1-e4", "s1-e1", "s1-e2", "s1-e3", "s1-e0"]
 
-        neighbours = store.session_neighbours(ids, window=1)
+        neighbours = session_neighbours(store, ids, window=1)
         for i, eid in enumerate(chain):
             assert neighbours[eid] == chain[max(0, i - 1) : i] + chain[i + 1 : i + 2]
-        assert store.session_neighbours(["s1-e2"], window=2) == {
+        assert session_neighbours(store, ["s1-e2"], window=2) == {
             "s1-e2": ["s1-e4", "s1-e1", "s1-e3", "s1-e0"]
         }
-        assert store.session_neighbours(["s2-e0"]) == {"s2-e0": []}
-        with pytest.raises(ValueError):
-            store.session_neighbours(ids, window=0)
+        assert session_neighbours(store, ["s2-e0"]) == {"s2-e0": []}
 
     def test_next_chain_converts_offsets_to_utc(self, store: GraphStore) -> None:
         plus_two = timezone(timedelta(hours=2))
@@ -221,20 +235,20 @@ class TestGraphContract:
             make_episode("odd", odd, ts=datetime(2024, 5, 1, 13, 30, tzinfo=plus_two)),
         )
 
-        assert store.session_neighbours(["early"]) == {"early": ["odd", "late"]}
+        assert session_neighbours(store, ["early"]) == {"early": ["odd", "late"]}
 
     def test_reapplying_or_moving_an_episode_keeps_one_chain(self, store: GraphStore) -> None:
         ids = ingest_episodes(store, "s1", [0, 10, 20])
         turn = make_turn("s1-t1", "s1", 10)
         ingest(store, 2, turn, make_episode("s1-e1", turn))
-        assert store.session_neighbours(ids) == {
+        assert session_neighbours(store, ids) == {
             "s1-e0": ["s1-e1"],
             "s1-e1": ["s1-e0", "s1-e2"],
             "s1-e2": ["s1-e1"],
         }
 
         store.upsert_memories(4, [make_episode("s1-e1", turn, ts=at(30))])
-        assert store.session_neighbours(ids) == {
+        assert session_neighbours(store, ids) == {
             "s1-e0": ["s1-e2"],
             "s1-e1": ["s1-e2"],
             "s1-e2": ["s1-e0", "s1-e1"],
@@ -280,7 +294,7 @@ class TestGraphContract:
         ingest(store, 5, last, make_episode("e-last", last))
         order = ["s1-e0", "s1-e1", "e-last"]
         assert timeline_edges(store, order) == dict(pairwise(order))
-        assert store.session_neighbours(["e-last"], window=1) == {"e-last": ["s1-e1"]}
+        assert session_neighbours(store, ["e-last"], window=1) == {"e-last": ["s1-e1"]}
 
     def test_timeline_is_backfilled_for_a_database_without_one(self, tmp_path: Path) -> None:
         path = tmp_path / "graph.db"
@@ -331,10 +345,12 @@ class TestGraphContract:
             make_episode("e", turn, "Ann", "Bob", "Cy"),
         )
 
-        assert store.episodes_sharing_entities(["a"], 10) == [("e", 3), ("b", 2), ("c", 1)]
-        assert store.episodes_sharing_entities(["a", "e"], 2) == [("b", 2), ("c", 1)]
-        assert store.episodes_sharing_entities(["d"], 10) == []
-        assert store.episodes_sharing_entities(["a"], 0) == []
+        of_a = [person(name).id for name in ("Ann", "Bob", "Cy")]
+        shared = store.episodes_sharing_entities(of_a, ["a"], 10)
+        assert shared == [("e", 3), ("b", 2), ("c", 1)]
+        assert store.episodes_sharing_entities(of_a, ["a", "e"], 2) == [("b", 2), ("c", 1)]
+        assert store.episodes_sharing_entities([person("Dee").id], ["d"], 10) == []
+        assert store.episodes_sharing_entities(of_a, ["a"], 0) == []
 
     def test_entities_of_episodes_and_facts(self, store: GraphStore) -> None:
         turn = make_turn("t1")
@@ -480,10 +496,10 @@ class TestGraphContract:
             make_task("k-done", "t1", TaskStatus.PENDING, TaskStatus.DONE),
             make_task("k-reopened", "t1", TaskStatus.DONE, TaskStatus.PENDING),
         )
-        assert store.open_tasks() == ["k-new", "k-open", "k-reopened"]
+        assert open_tasks(store) == ["k-new", "k-open", "k-reopened"]
 
         store.upsert_memories(2, [make_task("k-open", "t1", TaskStatus.PENDING, TaskStatus.DONE)])
-        assert store.open_tasks() == ["k-new", "k-reopened"]
+        assert open_tasks(store) == ["k-new", "k-reopened"]
         assert store.counts()["State"] == 6
 
     def test_upsert_replaces_properties_and_private_nodes(self, store: GraphStore) -> None:
@@ -524,7 +540,7 @@ class TestGraphContract:
         )
         assert (counts["Rule"], counts["Task"], counts["Entity"]) == (0, 0, 1)
         assert store.memory_ids_for_turn("t9") == []
-        assert store.session_neighbours([ids[0]]) == {ids[0]: [ids[2]]}
+        assert session_neighbours(store, [ids[0]]) == {ids[0]: [ids[2]]}
         assert store.applied_seq() == 10
 
     def test_applied_seq_is_monotone(self, store: GraphStore) -> None:
@@ -693,7 +709,7 @@ class TestGraphContract:
             "s1-e0": "e-kept",
             "e-kept": "s1-e1",
         }
-        assert store.session_neighbours(["e-kept"]) == {"e-kept": ["s1-e0", "s1-e1"]}
+        assert session_neighbours(store, ["e-kept"]) == {"e-kept": ["s1-e0", "s1-e1"]}
 
     def test_chains_after_deletes_and_moves(self, store: GraphStore) -> None:
         """Episodes inserted where deleted or moved ones were, at the head, middle and tail."""
@@ -706,7 +722,7 @@ class TestGraphContract:
         store.apply_turns([(8, t, [make_episode(f"e-{t.turn_id[2:]}", t)]) for t in again])
         order = ["e-0", "e-10", "e-20", "s1-e3", "e-40", "s1-e1"]
         assert timeline_edges(store, order) == dict(pairwise(order))
-        assert store.session_neighbours(order) == {
+        assert session_neighbours(store, order) == {
             eid: order[max(0, i - 1) : i] + order[i + 1 : i + 2] for i, eid in enumerate(order)
         }
 
@@ -792,7 +808,7 @@ class TestGraphContract:
         def read_until_done() -> None:
             while not done.is_set():
                 try:
-                    store.session_neighbours(["s1-e0"], window=3)
+                    session_neighbours(store, ["s1-e0"], window=3)
                     store.counts()
                 except BaseException as exc:
                     failures.append(exc)
@@ -830,11 +846,9 @@ class TestGraphContract:
             store.applied_seq,
             store.counts,
             store.rules_with_conditions,
-            store.open_tasks,
             lambda: store.has_turn("t1"),
             lambda: store.memory_ids_for_turn("t1"),
-            lambda: store.session_neighbours(["e"]),
-            lambda: store.episodes_sharing_entities(["e"], 3),
+            lambda: store.episodes_sharing_entities(["x"], ["e"], 3),
             lambda: store.entities_of(["e"]),
             lambda: store.facts_about(["x"]),
             lambda: store.rule_tree("r"),

@@ -6,10 +6,24 @@ import numpy as np
 import pytest
 
 from memoryd.errors import ClosedError, JournalError
-from memoryd.models import Entity, Episode, Fact, Label, MemoryType, Receipt, Role, RoutedBy, Turn
+from memoryd.memory import EVIDENCE_RELATIONS
+from memoryd.models import (
+    Entity,
+    Episode,
+    Fact,
+    Label,
+    MemoryType,
+    Receipt,
+    Role,
+    RoutedBy,
+    State,
+    Task,
+    TaskStatus,
+    Turn,
+)
 from memoryd.store.journal import Journal
 from memoryd.store.lexical import TextSearch
-from memoryd.store.records import LogKind, TurnEntry
+from memoryd.store.records import LogKind, TaskHead, TurnEntry
 from memoryd.store.sqlite import Database
 
 TS = datetime(2024, 5, 8, 13, 56, tzinfo=UTC)
@@ -141,24 +155,78 @@ def test_neighbour_episodes_are_the_turns_beside_in_the_same_session(journal: Jo
     )
     journal.append_turns([entry(5, "e", "s1"), entry(6, "f", "s3")])
     nums = {s.memory.turn_id: s.num for s in journal.list_memories([MemoryType.EPISODIC], 10)}
+    of = {turn_id: (num, f"ep{turn_id[1:]}") for turn_id, num in nums.items()}
     beside = journal.neighbour_episodes(["t1", "t3", "t5", "t6"])
-    assert beside["t1"] == [nums["t3"]]  # nothing before the first; t2 is another session
-    assert sorted(beside["t3"]) == [nums["t1"], nums["t4"]]
-    assert beside["t5"] == [nums["t4"]]  # nothing after the last
+    assert beside["t1"] == [of["t3"]]  # nothing before the first; t2 is another session
+    assert beside["t3"] == [of["t1"], of["t4"]]  # earlier first
+    assert beside["t5"] == [of["t4"]]  # nothing after the last
     assert "t6" not in beside  # alone in its session
     journal.delete_memory("ep4")
-    assert journal.neighbour_episodes(["t3"]) == {"t3": [nums["t1"]]}
+    assert journal.neighbour_episodes(["t3"]) == {"t3": [of["t1"]]}
 
 
 def test_neighbour_episodes_search_by_turn_never_walk_a_type(journal: Journal) -> None:
     """A plan that walks the episodes by type took a 10k-turn query from 26 to 268 ms."""
     journal.append_turns([entry(i, f"turn {i}", f"s{i // 4}") for i in range(1, 41)])
-    statements: list[str] = []
-    reader = journal.db._reader()  # the connection the read runs on
-    reader.set_trace_callback(statements.append)
     assert journal.neighbour_episodes(["t5", "t9"])
+    plan = plan_of(journal, lambda: journal.neighbour_episodes(["t5", "t9"]))
+    assert "SCAN" not in plan and "memories_by_type" not in plan, plan
+
+
+def task_entry(n: int, *statuses: TaskStatus) -> TurnEntry:
+    turn = Turn(f"t{n}", "s1", Role.USER, f"task {n}", TS, labels=(Label.WORKING,))
+    states = [State(f"st{n}-{i}", s, TS) for i, s in enumerate(statuses)]
+    task = Task(f"k{n}", turn.turn_id, f"task {n}", f"task {n}", states=states)
+    return TurnEntry(turn, np.zeros(4, np.float32), [task], receipt(n))
+
+
+def plan_of(journal: Journal, read) -> str:
+    """The query plans of the statements ``read()`` runs on this thread's connection."""
+    statements: list[str] = []
+    reader = journal.db._reader()
+    reader.set_trace_callback(statements.append)
+    read()
     reader.set_trace_callback(None)
     assert statements
-    for sql in statements:
-        plan = " | ".join(r[3] for r in journal.db.read(f"EXPLAIN QUERY PLAN {sql}"))
-        assert "SCAN" not in plan and "memories_by_type" not in plan, plan
+    plans = [journal.db.read(f"EXPLAIN QUERY PLAN {sql}") for sql in statements]
+    return " | ".join(row[3] for plan in plans for row in plan)
+
+
+def test_task_heads_and_counts_follow_every_logged_change(journal: Journal) -> None:
+    """Both are kept between reads: a kept value that outlived a write would be a stale read."""
+    journal.append_turns([task_entry(1), task_entry(2, TaskStatus.PENDING, TaskStatus.DONE)])
+    working = [MemoryType.WORKING]
+    heads = journal.task_heads()
+    assert [(h.id, h.status, h.ts) for h in heads] == [
+        ("k1", TaskStatus.PENDING, None),
+        ("k2", TaskStatus.DONE, TS),
+    ]
+    assert isinstance(heads[0], TaskHead) and journal.live_count(working) == 2
+    assert journal.task_heads() is heads  # kept
+    done = Task("k1", "t1", "task 1", "task 1", states=[State("st", TaskStatus.CANCELLED, TS)])
+    journal.patch_memory(done)
+    assert [h.status for h in journal.task_heads()] == [TaskStatus.CANCELLED, TaskStatus.DONE]
+    journal.delete_memory("k2")
+    assert [h.id for h in journal.task_heads()] == ["k1"]
+    assert journal.live_count(working) == 1
+    journal.append_turns([task_entry(3)])
+    assert journal.live_count(working) == 2 and len(journal.task_heads()) == 2
+
+
+def test_facts_of_a_few_relations_are_read_by_relation(journal: Journal) -> None:
+    """Read by type, every fact was read to find a health profile's few: 5 ms at 10k turns."""
+    facts = [
+        Fact(f"f{n}", f"t{n}", relation, Entity(f"e{n}", f"x{n}"), f"fact {n}")
+        for n, relation in enumerate(["likes", "allergic_to", "takes", "likes", "allergic_to"])
+    ]
+    journal.append_turns(
+        [
+            TurnEntry(Turn(f.turn_id, "s1", Role.USER, f.text, TS), np.zeros(4), [f], receipt(n))
+            for n, f in enumerate(facts)
+        ]
+    )
+    found = journal.facts(relations=["allergic_to", "takes"], limit=2)
+    assert [s.memory.id for s in found] == ["f1", "f2"]
+    health = sorted(EVIDENCE_RELATIONS)  # with this many, the planner preferred the type index
+    plan = plan_of(journal, lambda: journal.facts(relations=health, limit=10))
+    assert "facts_by_relation" in plan and "memories_by_type" not in plan, plan

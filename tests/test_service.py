@@ -16,7 +16,7 @@ from memoryd.errors import (
     UserNotFoundError,
 )
 from memoryd.ingest import NewTurn
-from memoryd.models import MemoryType, Role, Task
+from memoryd.models import MemoryType, Role, Task, TaskStatus
 from memoryd.retrieve import QueryParams
 from memoryd.service import MemoryService
 from memoryd.store.graph import GraphStore
@@ -102,6 +102,35 @@ def test_query_sections_and_open_tasks(service: MemoryService) -> None:
     result = service.query("alice", QueryParams("what is on my plate this week?", k=5))
     working = result.section(MemoryType.WORKING)
     assert any("dentist" in i.memory.text for i in working)
+
+
+def test_query_shows_the_open_tasks_nearest_the_query_and_the_recently_finished(
+    service: MemoryService,
+) -> None:
+    now = T0 + timedelta(days=1)
+    titles = ["call the plumber", "book flights to Lisbon", "renew the passport", "buy paint"]
+    titles += ["file the tax return", "return library books", "water the plants"]
+    for n, title in enumerate(titles):
+        service.create_task("alice", title, task_id=f"k{n}", now=T0)
+    service.create_task("alice", "pay the gas bill", task_id="paid", now=T0)
+    service.create_task("alice", "cancel the gym", task_id="old", now=T0)
+    service.update_task("alice", "paid", TaskStatus.DONE, now=now - timedelta(hours=2))
+    service.update_task("alice", "old", TaskStatus.DONE, now=now - timedelta(days=3))
+
+    def open_tasks_and_why(query: str) -> tuple[list[str], dict[str, str]]:
+        result = service.query("alice", QueryParams(query, k=3, now=now, recall=False))
+        why = {i.memory.id: i.why for i in result.section(MemoryType.WORKING)}
+        return [memory_id for memory_id, w in why.items() if "open task" in w], why
+
+    shown, why = open_tasks_and_why("when is my flight to Lisbon?")
+    assert "k1" in shown and len(shown) == 5  # five of the seven, the flight among them
+    assert "done at" in why["paid"] and "done at" not in why.get("old", "")  # a day, not three
+    with service._lease("alice") as ws:  # a projection behind the journal: no vectors yet
+        nums = ws.journal.nums([f"k{n}" for n in (0, 2, 3, 4, 5, 6)])
+        for num in nums.values():
+            ws.projection.vectors.remove(ws.journal.max_seq(), MemoryType.WORKING, num)
+    # k1 alone is ranked; the tasks without a vector follow it, oldest first
+    assert open_tasks_and_why("anything at all")[0] == ["k1", "k0", "k2", "k3", "k4"]
 
 
 def test_query_filters(service: MemoryService) -> None:

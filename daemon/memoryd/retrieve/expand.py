@@ -17,7 +17,7 @@ import numpy as np
 
 from memoryd.memory import EVIDENCE_RELATIONS as HEALTH_RELATIONS
 from memoryd.memory import is_health_related, related_drug_terms
-from memoryd.models import OTHERWISE, Fact, MemoryType, Rule, Task, TaskStatus
+from memoryd.models import OTHERWISE, Episode, Fact, MemoryType, Rule, Task, TaskStatus
 from memoryd.retrieve.params import QueryParams
 from memoryd.retrieve.result import Expansion, QueryResult, Stores, item_of
 from memoryd.store import StoredMemory
@@ -31,6 +31,7 @@ MAX_RECENT_STATES = 5
 MAX_RULES = 3
 MAX_FACTS = 10
 CONDITION_CACHE = 8192  # rule conditions whose words are kept between queries
+FINISHED = (TaskStatus.DONE, TaskStatus.CANCELLED)  # shown for a while after they happen
 
 
 def expand(
@@ -85,34 +86,43 @@ def _passes_filters(stored: StoredMemory, params: QueryParams) -> bool:
 
 
 def _episode_neighbours(stores: Stores, result: QueryResult, k: int) -> list[Expansion]:
-    hits = [i.memory.id for i in result.items if i.type is MemoryType.EPISODIC][: max(1, k // 2)]
+    """The episodes of the turns beside the best episodic hits in their sessions (journal
+    order), and the episodes that mention most of the entities these hits mention."""
+    hits = [i.memory for i in result.items if isinstance(i.memory, Episode)][: max(1, k // 2)]
     if not hits:
         return []
+    beside = stores.journal.neighbour_episodes([hit.turn_id for hit in hits])
     out: list[Expansion] = []
-    for hit, neighbours in stores.graph.session_neighbours(hits, window=1).items():
-        out += [Expansion(n, f"next to {hit} in its session") for n in neighbours]
-    for episode_id, shared in stores.graph.episodes_sharing_entities(hits, limit=k):
-        why = f"shares {shared} entit{'y' if shared == 1 else 'ies'} with a hit"
+    for hit in hits:
+        why = f"next to {hit.id} in its session"
+        out += [Expansion(other, why) for _, other in beside.get(hit.turn_id, ())]
+    entities = sorted({m.entity.id for hit in hits for m in hit.mentions})
+    shared = stores.graph.episodes_sharing_entities(entities, [hit.id for hit in hits], limit=k)
+    for episode_id, count in shared:
+        why = f"shares {count} entit{'y' if count == 1 else 'ies'} with a hit"
         out.append(Expansion(episode_id, why))
     return out
 
 
 def _facts_of_hits(stores: Stores, result: QueryResult) -> list[Expansion]:
-    hit_ids = [i.memory.id for i in result.items]
-    entities = {e.id: e for ents in stores.graph.entities_of(hit_ids).values() for e in ents}
+    """Current facts about the entities the hits are about: an episode's mentions, a fact's
+    object (read from the hits themselves)."""
+    entities: set[str] = set()
     for item in result.items:
-        if isinstance(item.memory, Fact):
-            entities[item.memory.object.id] = item.memory.object
+        if isinstance(item.memory, Episode):
+            entities.update(m.entity.id for m in item.memory.mentions)
+        elif isinstance(item.memory, Fact):
+            entities.add(item.memory.object.id)
     if not entities:
         return []
-    fact_ids = stores.graph.facts_about(list(entities), current_only=True)[:MAX_FACTS]
+    fact_ids = stores.graph.facts_about(sorted(entities), current_only=True)[:MAX_FACTS]
     return [Expansion(f, "current fact about an entity in the hits") for f in fact_ids]
 
 
 def _health_profile(stores: Stores) -> list[Expansion]:
     """Every current allergy, condition and medication: a health question must not be answered
     without them, whether or not its words match them."""
-    found = stores.journal.facts(relations=sorted(HEALTH_RELATIONS))[:MAX_FACTS]
+    found = stores.journal.facts(relations=sorted(HEALTH_RELATIONS), limit=MAX_FACTS)
     return [Expansion(s.memory.id, "health fact: the query is about health") for s in found]
 
 
@@ -217,21 +227,22 @@ def _working_states(
 ) -> list[Expansion]:
     """The open tasks, and the tasks finished within ``recent`` of ``now``: the states that bear
     on what the user asks whether or not the query names them. Each group is capped, the most
-    query-like first."""
-    open_ids = stores.journal.nums(stores.graph.open_tasks())
-    nearest = _nearest(stores, vector, open_ids, MAX_OPEN_TASKS)
-    open_tasks = stores.journal.memories_by_id(nearest)
-    finished = [
-        s
-        for s in stores.journal.tasks([TaskStatus.DONE, TaskStatus.CANCELLED])
-        if isinstance(s.memory, Task) and now - recent <= s.memory.states[-1].ts <= now
-    ]
+    query-like first; only the tasks shown are decoded."""
+    heads = stores.journal.task_heads()
+    open_nums = {h.num: h.id for h in heads if h.status is TaskStatus.PENDING}
+    finished = {
+        h.num: h.id
+        for h in heads
+        if h.status in FINISHED and h.ts is not None and now - recent <= h.ts <= now
+    }
+    open_ids = _nearest(stores, vector, open_nums, MAX_OPEN_TASKS)
+    finished_ids = _nearest(stores, vector, finished, MAX_RECENT_STATES)
+    stored = stores.journal.memories_by_id([*open_ids, *finished_ids])
     out = []
-    for task in (open_tasks[i].memory for i in nearest if i in open_tasks):
+    for task in (stored[i].memory for i in open_ids if i in stored):
         overdue = isinstance(task, Task) and task.due is not None and task.due < now
         out.append(Expansion(task.id, "open task (overdue)" if overdue else "open task"))
-    for s in _most_similar(stores, vector, finished, MAX_RECENT_STATES):
-        task = s.memory
+    for task in (stored[i].memory for i in finished_ids if i in stored):
         if isinstance(task, Task):
             when = task.states[-1].ts.strftime("%Y-%m-%d %H:%M")
             why = f"{task.status.value} at {when}, within {recent} of now"
@@ -239,25 +250,15 @@ def _working_states(
     return out
 
 
-def _most_similar(
-    stores: Stores, vector: np.ndarray, stored: list[StoredMemory], limit: int
-) -> list[StoredMemory]:
-    by_id = {s.memory.id: s for s in stored}
-    nearest = _nearest(stores, vector, {s.memory.id: s.num for s in stored}, limit)
-    return [by_id[memory_id] for memory_id in nearest]
-
-
-def _nearest(stores: Stores, vector: np.ndarray, nums: dict[str, int], limit: int) -> list[str]:
-    """The ``limit`` memory ids of ``nums`` (id → num) closest to ``vector``, ranked on their
-    stored vectors alone: no payload is read (there may be hundreds of open tasks and a reply
-    shows five). A memory without a vector ranks as cosine 0."""
-    vectors = stores.journal.memory_embeddings(list(nums.values()))
-
-    def closeness(memory_id: str) -> float:
-        found = vectors.get(nums[memory_id])
-        return 0.0 if found is None else -float(np.dot(found, vector))
-
-    return sorted(nums, key=closeness)[:limit]
+def _nearest(stores: Stores, vector: np.ndarray, ids: dict[int, str], limit: int) -> list[str]:
+    """The ``limit`` tasks of ``ids`` (num → id) closest to ``vector``, searched in the working
+    memories' vector index among those nums: no payload or vector is read from the journal
+    (there may be hundreds of open tasks and a reply shows five). Tasks the index does not
+    hold yet (a projection catching up) follow the ranked ones, oldest first."""
+    found = stores.vectors.search(vector, [MemoryType.WORKING], limit, set(ids))
+    ranked = [ids[num] for num, _, _ in found]
+    unranked = [ids[num] for num in sorted(ids.keys() - {num for num, _, _ in found})]
+    return (ranked + unranked)[:limit]
 
 
 # -- rendering -------------------------------------------------------------------------------

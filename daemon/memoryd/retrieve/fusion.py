@@ -169,7 +169,7 @@ def _neighbour_lifts(
     beside = stores.journal.neighbour_episodes(list({meta[n][0] for n in top}))
     lifts: dict[int, float] = {}
     for num in top:
-        for other in beside.get(meta[num][0], ()):
+        for other, _ in beside.get(meta[num][0], ()):
             lifts[other] = max(lifts.get(other, 0.0), weight * fused[num])
     return lifts
 

@@ -6,7 +6,7 @@ sequence number it applied, so a replay from any point converges on the same gra
 
     with GraphStore(path, GraphEngine.LADYBUG, max_db_size=1 << 30, buffer_pool_size=64 << 20) as g:
         g.apply_turn(seq, turn, memories)
-        g.session_neighbours([episode_id], window=2)
+        g.timeline(episode_id, later=True, hops=2, session_only=True)
 
 Writes go through the store's one write connection, one transaction per call; the caller keeps to
 one writer thread per store (a second write transaction gets an engine error, not a wait). Reads
@@ -49,7 +49,6 @@ from memoryd.models import (
     RuleNode,
     RuleNodeKind,
     Task,
-    TaskStatus,
     Turn,
 )
 from memoryd.store.episode_order import EpisodeOrder, Relink
@@ -1007,43 +1006,6 @@ class GraphStore:
 
     # episodes
 
-    def session_neighbours(
-        self, episode_ids: Sequence[str], window: int = 1
-    ) -> dict[str, list[str]]:
-        """For each episode, the episodes up to ``window`` NEXT steps before and after it.
-
-        Every requested id is a key. Each list is in chain order (earliest first) and leaves out
-        the episode itself; an unknown id or one alone in its session maps to []. ``window``
-        must be at least 1.
-        """
-        if window < 1:
-            raise ValueError(f"window must be at least 1, got {window}")
-        if not episode_ids:
-            return {}
-        # A variable-length pattern with an IN filter scans every episode (12 ms at 10k episodes
-        # on ladybug); one hop is a join (1.2 ms), so window 1, the common case, uses it.
-        hops = "[:NEXT]" if window == 1 else f"[:NEXT*1..{int(window)}]"
-        params = {"ids": list(episode_ids)}
-        later, earlier = self._read_all(
-            "session_neighbours",
-            [
-                (
-                    f"MATCH p = (e:Episode)-{hops}->(n:Episode) WHERE e.id IN $ids "
-                    "RETURN e.id, n.id, length(p)",
-                    params,
-                ),
-                (
-                    f"MATCH p = (n:Episode)-{hops}->(e:Episode) WHERE e.id IN $ids "
-                    "RETURN e.id, n.id, -length(p)",
-                    params,
-                ),
-            ],
-        )
-        found: dict[str, list[tuple[int, str]]] = {eid: [] for eid in episode_ids}
-        for eid, nid, offset in later + earlier:
-            found[eid].append((offset, nid))
-        return {eid: [nid for _, nid in sorted(pairs)] for eid, pairs in found.items()}
-
     def timeline(
         self, episode_id: str, *, later: bool, hops: int, session_only: bool = False
     ) -> list[str]:
@@ -1097,18 +1059,23 @@ class GraphStore:
         return [row[0] for row in rows]
 
     def episodes_sharing_entities(
-        self, episode_ids: Sequence[str], limit: int
+        self, entity_ids: Sequence[str], exclude: Sequence[str], limit: int
     ) -> list[tuple[str, int]]:
-        """Other episodes that mention entities the given ones mention, with how many distinct
-        entities they share; most shared first, then by id; [] if none."""
-        if not episode_ids or limit < 1:
+        """Episodes, other than those of ``exclude``, that mention any of the entities, with
+        how many distinct ones they mention; most first, then by id; [] if none.
+
+        Started from the entities, with ``exclude`` applied after the count, this takes 1.0 ms
+        for a query's hits at 10k turns; from the hits' episodes 3.2 ms, and filtering
+        ``exclude`` in the match 2.0 ms.
+        """
+        if not entity_ids or limit < 1:
             return []
         rows = self._read(
             "episodes_sharing_entities",
-            "MATCH (e:Episode)-[:MENTIONS]->(x:Entity)<-[:MENTIONS]-(o:Episode) "
-            "WHERE e.id IN $ids AND NOT o.id IN $ids "
-            "RETURN o.id, count(DISTINCT x.id) AS shared ORDER BY shared DESC, o.id LIMIT $limit",
-            {"ids": list(episode_ids), "limit": int(limit)},
+            "MATCH (x:Entity)<-[:MENTIONS]-(o:Episode) WHERE x.id IN $ids "
+            "WITH o.id AS oid, count(DISTINCT x.id) AS shared WHERE NOT oid IN $hits "
+            "RETURN oid, shared ORDER BY shared DESC, oid LIMIT $limit",
+            {"ids": list(entity_ids), "hits": list(exclude), "limit": int(limit)},
         )
         return [(oid, int(shared)) for oid, shared in rows]
 
@@ -1224,14 +1191,3 @@ class GraphStore:
         ]
         links += [("BRANCH", a, b, when) for a, b, when in results[2]]
         return nodes, sorted(links, key=lambda e: (e[0], e[1], e[2], e[3] or ""))
-
-    # tasks
-
-    def open_tasks(self) -> list[str]:
-        """Ids of tasks whose latest state is pending (or that have no state yet), sorted."""
-        rows = self._read(
-            "open_tasks",
-            "MATCH (t:Task) WHERE t.status = $status RETURN t.id ORDER BY t.id",
-            {"status": str(TaskStatus.PENDING)},
-        )
-        return [row[0] for row in rows]

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from memoryd.models import Memory, MemoryType, Receipt, Turn
+from memoryd.models import Memory, MemoryType, Receipt, TaskStatus, Turn
 
 __all__ = [
     "FEEDBACK_POSITIVE",
@@ -26,6 +26,7 @@ __all__ = [
     "Relabel",
     "Routing",
     "StoredMemory",
+    "TaskHead",
     "TurnEntry",
     "Written",
 ]
@@ -121,6 +122,17 @@ class LogEntry:
     kind: LogKind
     ref: str
     payload: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class TaskHead:
+    """Where a live task stands, read without decoding it: its current (last) state's status
+    and time (a task with no state yet is pending, ``ts`` None)."""
+
+    id: str
+    num: int
+    status: TaskStatus
+    ts: datetime | None
 
 
 @dataclass(frozen=True)
