@@ -161,6 +161,21 @@ class TestGraphContract:
         with open_store(tmp_path / "graph.db") as store:
             yield store
 
+    def test_checkpoint_runs_after_writes_only(self, store: GraphStore) -> None:
+        """A checkpoint empties the WAL (whose memory the engine holds until then) and runs
+        again only after another write."""
+        assert not store.checkpoint()  # nothing written since the open
+        turn = make_turn("t1")
+        ingest(store, 1, turn, make_episode("e1", turn, "Ann"))
+        wal = store.path.with_name(store.path.name + ".wal")
+        assert wal.exists() and wal.stat().st_size > 0
+        assert store.checkpoint()
+        assert not wal.exists() or wal.stat().st_size == 0
+        assert not store.checkpoint()
+        assert store.counts()["Episode"] == 1 and store.applied_seq() == 1
+        ingest(store, 2, make_turn("t2"))
+        assert store.checkpoint()
+
     def test_empty_store_reads(self, store: GraphStore) -> None:
         assert store.applied_seq() == 0
         assert set(store.counts().values()) == {0}

@@ -220,6 +220,17 @@ def test_turn_limits(service: MemoryService) -> None:
     assert not service.user_exists("alice")
 
 
+def test_the_save_job_checkpoints_the_graphs_written_since(service: MemoryService) -> None:
+    service.ingest("alice", turns())
+    with service._lease("alice") as ws:
+        graph = ws.projection.graph
+    wal = graph.path.with_name(graph.path.name + ".wal")
+    assert wal.exists() and wal.stat().st_size > 0
+    service.save_all()
+    assert not wal.exists() or wal.stat().st_size == 0
+    assert not graph.checkpoint()  # nothing written since
+
+
 def test_rebuild_reproduces_graph_and_vectors(service: MemoryService) -> None:
     service.ingest("alice", turns())
     before = service.counts("alice")

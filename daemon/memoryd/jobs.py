@@ -10,7 +10,9 @@
   records and re-places them in tiers 1-3.
 - ``importance`` (every ``tiers.importance_interval`` s, only with an LLM): replaces the
   heuristic importance of a batch of each open user's records with the LLM's.
-- ``save_vectors`` (every minute): persists the vector indexes that changed.
+- ``save_vectors`` (every minute): persists the vector indexes that changed, checkpoints the
+  graphs written since the last run (the engine holds memory for its WAL until then) and
+  hands the heap's free memory back to the kernel.
 
 Each job runs one instance at a time (a run still going when the next is due is skipped, not
 queued), and a failing run is logged with its traceback and tried again at the next interval.

@@ -43,6 +43,7 @@ from memoryd.errors import (
     TurnNotFoundError,
     UserNotFoundError,
 )
+from memoryd.heap import release_free_memory
 from memoryd.ingest import NewTurn
 from memoryd.labelling import Labelling
 from memoryd.llm import IMPORTANCE_BATCH, LLM, make_llm
@@ -534,9 +535,11 @@ class MemoryService:
         return {"records": applied, **counts}
 
     def save_all(self) -> None:
-        """Persist the vector indexes of every open user (on each user's writer)."""
+        """Persist the vector indexes of every open user and checkpoint the graphs written
+        since (on each user's writer), then hand the heap's free memory back to the kernel."""
         for ws in self.users.open_workspaces():
             ws.save()
+        release_free_memory()
 
     def close(self) -> None:
         if self._closed:

@@ -307,10 +307,12 @@ class Projection:
             self._unsaved = 0
 
     def save(self) -> None:
-        """Persist the vectors if anything changed since the last save."""
+        """Persist the vectors if anything changed since the last save, and checkpoint the
+        graph if it was written since its last checkpoint."""
         if self.vectors.applied_seq != self.vectors.saved_seq:
             self.vectors.save()
             self._unsaved = 0
+        self.graph.checkpoint()
 
     # -- maintenance -------------------------------------------------------------------------
 
