@@ -231,6 +231,17 @@ def test_the_save_job_checkpoints_the_graphs_written_since(service: MemoryServic
     assert not graph.checkpoint()  # nothing written since
 
 
+def test_a_failed_checkpoint_leaves_the_other_users_saved(service: MemoryService) -> None:
+    service.ingest("alice", turns())
+    service.ingest("bob", turns())
+    first, second = service.users.open_workspaces()
+    first.projection.graph.close()  # its checkpoint now fails
+    service.save_all()
+    vectors = second.projection.vectors
+    assert vectors.saved_seq == vectors.applied_seq > 0
+    assert not second.projection.graph.checkpoint()  # the job checkpointed it
+
+
 def test_rebuild_reproduces_graph_and_vectors(service: MemoryService) -> None:
     service.ingest("alice", turns())
     before = service.counts("alice")

@@ -308,11 +308,16 @@ class Projection:
 
     def save(self) -> None:
         """Persist the vectors if anything changed since the last save, and checkpoint the
-        graph if it was written since its last checkpoint."""
+        graph if it was written since its last checkpoint. A checkpoint that fails is logged
+        and tried again at the next save (the engine also checkpoints at its threshold): the
+        save job goes on to the other users."""
         if self.vectors.applied_seq != self.vectors.saved_seq:
             self.vectors.save()
             self._unsaved = 0
-        self.graph.checkpoint()
+        try:
+            self.graph.checkpoint()
+        except MemorydError as exc:
+            log.warning("user %s: graph checkpoint failed: %s", self.user_id, exc)
 
     # -- maintenance -------------------------------------------------------------------------
 
