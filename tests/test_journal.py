@@ -21,6 +21,7 @@ from memoryd.models import (
     TaskStatus,
     Turn,
 )
+from memoryd.store.headers import HeaderStore
 from memoryd.store.journal import Journal
 from memoryd.store.lexical import TextSearch
 from memoryd.store.records import LogKind, TaskHead, TurnEntry
@@ -89,6 +90,24 @@ def test_bm25_drops_stopwords_and_filters_types(journal: Journal) -> None:
     assert search(journal, "hiking", [MemoryType.SEMANTIC], 10) == []
     # Porter stemming: "hike" matches "hiking"
     assert [h[0] for h in search(journal, "hike", [MemoryType.EPISODIC], 10)] == [1]
+
+
+def test_bm25_over_every_type_reads_the_index_alone(journal: Journal) -> None:
+    """The index holds live memories only, so an unfiltered search joins nothing (a memory's
+    row costs more than its score); a type or tier filter joins what it needs."""
+    journal.append_turns([entry(1, "hiking in the alps"), entry(2, "hiking in the andes")])
+    journal.delete_memory("ep2")
+    HeaderStore(journal.db)  # every live memory gets a header, in tier 1
+    text = TextSearch(journal.db)
+    every = list(MemoryType)
+    assert [h[0] for h in text.search("hiking", every, 10)] == [1]
+    assert text.term_frequencies(["hike"], every) == {"hike": (1, 1, 1)}
+    plan = plan_of(journal, lambda: text.search("hiking", every, 10))
+    assert "SEARCH" not in plan, plan  # the match alone: no row looked up beside it
+    plan = plan_of(journal, lambda: text.search("hiking", [MemoryType.EPISODIC], 10, 2))
+    assert "SEARCH m " in plan and "SEARCH h " in plan, plan
+    assert [h[0] for h in text.search("hiking", [MemoryType.EPISODIC], 10, 1)] == [1]
+    assert text.search("hiking", [MemoryType.SEMANTIC], 10) == []
 
 
 def test_patch_and_delete_are_logged(journal: Journal) -> None:
@@ -188,6 +207,7 @@ def plan_of(journal: Journal, read) -> str:
     read()
     reader.set_trace_callback(None)
     assert statements
+    statements = [sql for sql in statements if not sql.startswith("--")]  # sqlite3's own reads
     plans = [journal.db.read(f"EXPLAIN QUERY PLAN {sql}") for sql in statements]
     return " | ".join(row[3] for plan in plans for row in plan)
 

@@ -48,22 +48,37 @@ class TextSearch:
         expression = match_expression(query)
         if expression is None or not types:
             return []
-        marks = placeholders(len(types))
-        params: list[Any] = [expression, *[t.value for t in types]]
-        join, tiers = "", ""
-        if within_tier is not None:
-            # CROSS JOIN keeps the full-text match as the outer loop: driven from the headers'
-            # tier index instead, SQLite re-runs the match for every row (50 ms, not 1).
-            join, tiers = " CROSS JOIN headers h ON h.num = f.rowid", " AND h.tier <= ?"
-            params.append(within_tier)
+        # The index holds live memories only. Every matching row is scored, and a join costs
+        # more than the score (~1.4 µs a row, a memory's row in its own page): join what a
+        # filter needs, the memory for its type and the header for its tier (``bm25`` is
+        # computed for the rows that pass; docs/decisions.md, "BM25 without the memories join").
+        joins, where, params = self._filters(types, within_tier)
         rows = self.db.read(
-            "SELECT f.rowid, -bm25(memory_fts) AS score FROM memory_fts f"
-            f" CROSS JOIN memories m ON m.num = f.rowid{join}"
-            f" WHERE memory_fts MATCH ? AND m.type IN ({marks}) AND m.deleted = 0{tiers}"
-            " ORDER BY score DESC LIMIT ?",
-            [*params, limit],
+            f"SELECT f.rowid, -bm25(memory_fts) AS score FROM memory_fts f{joins}"
+            f" WHERE memory_fts MATCH ?{where} ORDER BY score DESC LIMIT ?",
+            [expression, *params, limit],
         )
         return [(int(r[0]), float(r[1])) for r in rows]
+
+    @staticmethod
+    def _filters(
+        types: Sequence[MemoryType], within_tier: int | None
+    ) -> tuple[str, str, list[Any]]:
+        """The joins, conditions and their parameters that keep ``types`` (all: nothing to
+        join) in tiers 1 to ``within_tier``. CROSS JOIN keeps the full-text match the outer
+        loop: driven from the headers' tier index, SQLite re-runs the match for every row
+        (50 ms, not 1)."""
+        joins, where = "", ""
+        params: list[Any] = []
+        if set(types) != set(MemoryType):
+            joins = " CROSS JOIN memories m ON m.num = f.rowid"
+            where = f" AND m.type IN ({placeholders(len(types))})"
+            params = [t.value for t in types]
+        if within_tier is not None:
+            joins += " CROSS JOIN headers h ON h.num = f.rowid"
+            where += " AND h.tier <= ?"
+            params.append(within_tier)
+        return joins, where, params
 
     def term_frequencies(
         self, terms: Sequence[str], types: Sequence[MemoryType]
@@ -90,12 +105,6 @@ class TextSearch:
 
     def _postings(self, expression: str, types: Sequence[MemoryType]) -> list[int]:
         """The nums of live memories of ``types`` matching ``expression``."""
-        if set(types) == set(MemoryType):  # the index holds live memories only
-            sql, params = "SELECT rowid FROM memory_fts WHERE memory_fts MATCH ?", [expression]
-        else:
-            sql = (
-                "SELECT f.rowid FROM memory_fts f CROSS JOIN memories m ON m.num = f.rowid"
-                f" WHERE memory_fts MATCH ? AND m.type IN ({placeholders(len(types))})"
-            )
-            params = [expression, *[t.value for t in types]]
-        return [int(r[0]) for r in self.db.read(sql, params)]
+        joins, where, params = self._filters(types, None)
+        sql = f"SELECT f.rowid FROM memory_fts f{joins} WHERE memory_fts MATCH ?{where}"
+        return [int(r[0]) for r in self.db.read(sql, [expression, *params])]
