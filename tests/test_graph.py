@@ -181,7 +181,6 @@ class TestGraphContract:
         assert set(store.counts().values()) == {0}
         assert session_neighbours(store, []) == {}
         assert session_neighbours(store, ["nope"]) == {"nope": []}
-        assert store.episodes_sharing_entities(["nope"], [], 5) == []
         assert store.entities_of(["nope"]) == {"nope": []}
         assert store.facts_about(["nope"]) == []
         assert store.rules_with_conditions() == []
@@ -346,26 +345,6 @@ class TestGraphContract:
         assert store.episodes_in_window(at(0), at(180), 10) == ["ann", "both"]
         assert store.episodes_in_window(at(23 * 60), at(25 * 60), 10) == ["dated"]
         assert store.episodes_in_window(at(0), at(180), 1) == ["ann"]
-
-    def test_episodes_sharing_entities(self, store: GraphStore) -> None:
-        turn = make_turn("t1")
-        ingest(
-            store,
-            1,
-            turn,
-            make_episode("a", turn, "Ann", "Bob", "Cy"),
-            make_episode("b", turn, "Ann", "Bob"),
-            make_episode("c", turn, "Cy"),
-            make_episode("d", turn, "Dee"),
-            make_episode("e", turn, "Ann", "Bob", "Cy"),
-        )
-
-        of_a = [person(name).id for name in ("Ann", "Bob", "Cy")]
-        shared = store.episodes_sharing_entities(of_a, ["a"], 10)
-        assert shared == [("e", 3), ("b", 2), ("c", 1)]
-        assert store.episodes_sharing_entities(of_a, ["a", "e"], 2) == [("b", 2), ("c", 1)]
-        assert store.episodes_sharing_entities([person("Dee").id], ["d"], 10) == []
-        assert store.episodes_sharing_entities(of_a, ["a"], 0) == []
 
     def test_entities_of_episodes_and_facts(self, store: GraphStore) -> None:
         turn = make_turn("t1")
@@ -863,7 +842,6 @@ class TestGraphContract:
             store.rules_with_conditions,
             lambda: store.has_turn("t1"),
             lambda: store.memory_ids_for_turn("t1"),
-            lambda: store.episodes_sharing_entities(["x"], ["e"], 3),
             lambda: store.entities_of(["e"]),
             lambda: store.facts_about(["x"]),
             lambda: store.rule_tree("r"),

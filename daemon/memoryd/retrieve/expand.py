@@ -97,7 +97,8 @@ def _episode_neighbours(stores: Stores, result: QueryResult, k: int) -> list[Exp
         why = f"next to {hit.id} in its session"
         out += [Expansion(other, why) for _, other in beside.get(hit.turn_id, ())]
     entities = sorted({m.entity.id for hit in hits for m in hit.mentions})
-    shared = stores.graph.episodes_sharing_entities(entities, [hit.id for hit in hits], limit=k)
+    hit_nums = [i.num for i in result.items if isinstance(i.memory, Episode)][: len(hits)]
+    shared = stores.mentions.episodes_sharing(entities, hit_nums, limit=k)
     for episode_id, count in shared:
         why = f"shares {count} entit{'y' if count == 1 else 'ies'} with a hit"
         out.append(Expansion(episode_id, why))

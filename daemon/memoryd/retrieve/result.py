@@ -6,7 +6,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memoryd.models import Memory, MemoryType
-from memoryd.store import GraphStore, HeaderStore, Journal, StoredMemory, TextSearch, VectorStore
+from memoryd.store import (
+    GraphStore,
+    HeaderStore,
+    Journal,
+    MentionIndex,
+    StoredMemory,
+    TextSearch,
+    VectorStore,
+)
 
 __all__ = ["Expansion", "Item", "QueryResult", "Stores", "item_of"]
 
@@ -68,6 +76,7 @@ class Stores:
     vectors: VectorStore
     headers: HeaderStore
     text: TextSearch
+    mentions: MentionIndex
 
 
 def item_of(stored: StoredMemory, score: float, why: str, hit: bool = True) -> Item:

@@ -6,6 +6,7 @@ graph and vector projections of it. Nothing here imports above :mod:`memoryd.mod
 - :mod:`~memoryd.store.headers`: HMO headers, tier moves and runs, the persona;
 - :mod:`~memoryd.store.router_state`: the router's queue, label pool, rounds and decisions;
 - :mod:`~memoryd.store.lexical`: BM25 over the full-text index;
+- :mod:`~memoryd.store.mentions`: which episodes mention which entities;
 - :mod:`~memoryd.store.codec` and :mod:`~memoryd.store.records`: how records are written and
   what the stores take and give back;
 - :mod:`~memoryd.store.graph` (Kùzu family), with :mod:`~memoryd.store.episode_order` (its
@@ -29,6 +30,7 @@ from memoryd.store.graph import MAX_CHAIN_HOPS, GraphStore
 from memoryd.store.headers import HeaderRow, HeaderStore, Move, PersonaSlot, Placement, RunKind
 from memoryd.store.journal import Journal
 from memoryd.store.lexical import FTS_TOKENIZER, TextSearch, match_expression
+from memoryd.store.mentions import MentionIndex
 from memoryd.store.records import (
     FEEDBACK_POSITIVE,
     LogEntry,
@@ -57,6 +59,7 @@ __all__ = [
     "LogEntry",
     "LogKind",
     "MemoryChange",
+    "MentionIndex",
     "Move",
     "NewMemory",
     "PersonaSlot",

@@ -1072,27 +1072,6 @@ class GraphStore:
         )
         return [row[0] for row in rows]
 
-    def episodes_sharing_entities(
-        self, entity_ids: Sequence[str], exclude: Sequence[str], limit: int
-    ) -> list[tuple[str, int]]:
-        """Episodes, other than those of ``exclude``, that mention any of the entities, with
-        how many distinct ones they mention; most first, then by id; [] if none.
-
-        Started from the entities, with ``exclude`` applied after the count, this takes 1.0 ms
-        for a query's hits at 10k turns; from the hits' episodes 3.2 ms, and filtering
-        ``exclude`` in the match 2.0 ms.
-        """
-        if not entity_ids or limit < 1:
-            return []
-        rows = self._read(
-            "episodes_sharing_entities",
-            "MATCH (x:Entity)<-[:MENTIONS]-(o:Episode) WHERE x.id IN $ids "
-            "WITH o.id AS oid, count(DISTINCT x.id) AS shared WHERE NOT oid IN $hits "
-            "RETURN oid, shared ORDER BY shared DESC, oid LIMIT $limit",
-            {"ids": list(entity_ids), "hits": list(exclude), "limit": int(limit)},
-        )
-        return [(oid, int(shared)) for oid, shared in rows]
-
     def entities_of(self, memory_ids: Sequence[str]) -> dict[str, list[Entity]]:
         """Entities each memory is about: an episode's mentions, a fact's object.
 

@@ -52,7 +52,8 @@ from memoryd.store.codec import (
     turn_from_payload,
     turn_payload,
 )
-from memoryd.store.journal_schema import MIGRATIONS, SCHEMA
+from memoryd.store.journal_schema import BACKFILLS, MIGRATIONS, SCHEMA
+from memoryd.store.mentions import drop_mentions, index_mentions
 from memoryd.store.records import (
     FEEDBACK_POSITIVE,
     LogEntry,
@@ -78,7 +79,7 @@ class Journal:
 
     def __init__(self, db: Database) -> None:
         self.db = db
-        db.apply(SCHEMA, MIGRATIONS)
+        db.apply(SCHEMA, MIGRATIONS, BACKFILLS)
         self._kept: dict[Hashable, tuple[int, Any]] = {}  # see _kept_until_logged
 
     # -- writes (the user's writer thread) ---------------------------------------------------
@@ -132,6 +133,7 @@ class Journal:
         )
         num = int(cur.lastrowid or 0)
         conn.execute("INSERT INTO memory_fts(rowid, text) VALUES (?, ?)", (num, index_text(memory)))
+        index_mentions(conn, num, memory, replace=False)
         return num, memory.header.importance
 
     def _replace_memory(self, conn: sqlite3.Connection, memory: Memory) -> None:
@@ -141,6 +143,7 @@ class Journal:
             "UPDATE memories SET payload = ? WHERE num = ?", (json.dumps(to_payload(memory)), num)
         )
         conn.execute("UPDATE memory_fts SET text = ? WHERE rowid = ?", (index_text(memory), num))
+        index_mentions(conn, num, memory)
 
     @staticmethod
     def _register_entities(
@@ -209,6 +212,7 @@ class Journal:
             conn.execute(
                 "UPDATE memory_fts SET text = ? WHERE rowid = ?", (index_text(memory), num)
             )
+            index_mentions(conn, num, memory)
         return Written(seq)
 
     def delete_memory(self, memory_id: str) -> Written:
@@ -233,6 +237,7 @@ class Journal:
     def _mark_deleted(conn: sqlite3.Connection, num: int) -> None:
         conn.execute("UPDATE memories SET deleted = 1 WHERE num = ?", (num,))
         conn.execute("DELETE FROM memory_fts WHERE rowid = ?", (num,))
+        drop_mentions(conn, num)
 
     def relabel_turn(self, relabel: Relabel) -> Written:
         """Re-route a deferred turn under its LLM labels (the ``turn_relabel`` entry).
@@ -277,6 +282,7 @@ class Journal:
         if not deleted:
             conn.execute("DELETE FROM memory_fts WHERE rowid = ?", (num,))
         conn.execute("INSERT INTO memory_fts(rowid, text) VALUES (?, ?)", (num, index_text(memory)))
+        index_mentions(conn, num, memory, replace=not deleted)
         return (int(num), memory.header.importance) if deleted else None
 
     # -- reads: turns ------------------------------------------------------------------------

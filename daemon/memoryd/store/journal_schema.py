@@ -16,8 +16,11 @@ Tables (their columns: ``docs/data-format.md``)
 - ``entities``: the user's canonical entities and the other names they were given (the
   registry entity canonicalisation matches new names against), written with the memories that
   name them.
+- ``mentions(entity_id, num)``: which live episodes mention which entities, written with the
+  episodes (a query's episodes sharing its hits' entities read an entity's latest ones).
 - ``cursors``: how far a background pass has read (the last episode ``num`` each abstraction
-  operator has seen), written in the transaction that journals the pass's result.
+  operator has seen), written in the transaction that journals the pass's result; and how far
+  a backfill has (``mentions``: the journal's episodes up to it were indexed when it opened).
 
 The indexes: ``turns_by_session`` (a session's turns in order), ``memories_by_turn``,
 ``memories_by_type``, and two over facts' payloads: ``facts_by_key`` (subject, relation: an
@@ -30,7 +33,7 @@ from __future__ import annotations
 from memoryd.store.lexical import FTS_TOKENIZER
 from memoryd.store.sqlite import Migration
 
-__all__ = ["MIGRATIONS", "SCHEMA"]
+__all__ = ["BACKFILLS", "MIGRATIONS", "SCHEMA"]
 
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS log (
@@ -75,6 +78,12 @@ CREATE TABLE IF NOT EXISTS entities (
     type TEXT NOT NULL,
     aliases TEXT NOT NULL DEFAULT '[]'
 );
+CREATE TABLE IF NOT EXISTS mentions (
+    entity_id TEXT NOT NULL,
+    num INTEGER NOT NULL,
+    PRIMARY KEY (entity_id, num)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS mentions_by_num ON mentions(num);
 CREATE TABLE IF NOT EXISTS cursors (
     name TEXT PRIMARY KEY,
     value INTEGER NOT NULL
@@ -82,4 +91,15 @@ CREATE TABLE IF NOT EXISTS cursors (
 """
 MIGRATIONS: tuple[Migration, ...] = (
     ("turns", "relabel_seq", "ALTER TABLE turns ADD COLUMN relabel_seq INTEGER"),
+)
+# A journal from before ``mentions`` has its live episodes' mentions indexed once, when it opens
+# (the condition on the cursor is constant: a journal that has it scans nothing).
+BACKFILLS = (
+    "INSERT OR IGNORE INTO mentions(entity_id, num)"
+    " SELECT json_extract(j.value, '$.entity.id'), m.num"
+    " FROM memories m, json_each(m.payload, '$.mentions') j"
+    " WHERE m.type = 'episodic' AND m.deleted = 0"
+    " AND NOT EXISTS (SELECT 1 FROM cursors WHERE name = 'mentions')",
+    "INSERT OR IGNORE INTO cursors(name, value)"
+    " SELECT 'mentions', COALESCE(MAX(num), 0) FROM memories",
 )

@@ -44,7 +44,15 @@ from memoryd.memory import EntityResolver
 from memoryd.models import Receipt, Turn
 from memoryd.retrieve import QueryParams, QueryResult, Retriever, Stores
 from memoryd.router import SelfEnhancingRouter
-from memoryd.store import Database, HeaderStore, Journal, RouterStore, TextSearch, TurnEntry
+from memoryd.store import (
+    Database,
+    HeaderStore,
+    Journal,
+    MentionIndex,
+    RouterStore,
+    TextSearch,
+    TurnEntry,
+)
 from memoryd.workspace.abstraction import abstract_user
 from memoryd.workspace.edits import MemoryEdits, MemoryPatch, UndoneFact
 from memoryd.workspace.projection import Projection
@@ -94,6 +102,7 @@ class Workspace:
         self.headers = HeaderStore(self.db)
         self.router_state = RouterStore(self.db)
         self.text = TextSearch(self.db)
+        self.mentions = MentionIndex(self.db)
         self.projection = Projection(
             user_id, directory, shared.config, shared.encoder.dim, self.journal
         )
@@ -112,7 +121,7 @@ class Workspace:
     def stores(self) -> Stores:
         """The read side of the user's stores, as retrieval takes them."""
         p = self.projection
-        return Stores(self.journal, p.graph, p.vectors, self.headers, self.text)
+        return Stores(self.journal, p.graph, p.vectors, self.headers, self.text, self.mentions)
 
     @cached_property
     def entities(self) -> EntityResolver:
