@@ -1,4 +1,5 @@
 import sqlite3
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from memoryd.models import (
     Fact,
     Label,
     MemoryType,
+    Mention,
     Receipt,
     Role,
     RoutedBy,
@@ -34,9 +36,9 @@ def receipt(n: int) -> Receipt:
     return Receipt(f"t{n}", (Label.EPISODIC,), round(0.9 - n / 100, 4), RoutedBy.CLASSIFIER)
 
 
-def entry(n: int, text: str, session: str = "s1") -> TurnEntry:
+def entry(n: int, text: str, session: str = "s1", mentions: Sequence[Mention] = ()) -> TurnEntry:
     turn = Turn(f"t{n}", session, Role.USER, text, TS, labels=(Label.EPISODIC,), confidence=0.9)
-    episode = Episode(f"ep{n}", turn.turn_id, session, text, TS)
+    episode = Episode(f"ep{n}", turn.turn_id, session, text, TS, mentions=list(mentions))
     vec = np.full(4, n, dtype=np.float32)
     return TurnEntry(turn, vec, [episode], receipt(n))
 

@@ -1,44 +1,31 @@
 """The journal's mentions index: written with the episodes, read by a query's expansion."""
 
-from datetime import UTC, datetime
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 import memoryd.store.mentions as mentions_module
-from memoryd.models import (
-    Entity,
-    EntityType,
-    Episode,
-    Label,
-    Mention,
-    Receipt,
-    Role,
-    RoutedBy,
-    Turn,
-)
+from memoryd.models import Entity, EntityType, Episode, Mention
 from memoryd.store.journal import Journal
 from memoryd.store.mentions import MentionIndex
 from memoryd.store.records import TurnEntry
 from memoryd.store.sqlite import Database
-
-TS = datetime(2024, 5, 8, 13, 56, tzinfo=UTC)
+from test_journal import entry as journal_entry
 
 
 def person(name: str) -> Entity:
     return Entity(f"person:{name.lower()}", name, EntityType.PERSON)
 
 
-def episode(n: int, *names: str) -> Episode:
-    mentions = [Mention(person(name)) for name in names]
-    return Episode(f"ep{n}", f"t{n}", "s1", f"turn {n}", TS, mentions=mentions)
-
-
 def entry(n: int, *names: str) -> TurnEntry:
-    turn = Turn(f"t{n}", "s1", Role.USER, f"turn {n}", TS, labels=(Label.EPISODIC,))
-    receipt = Receipt(turn.turn_id, (Label.EPISODIC,), 0.9, RoutedBy.CLASSIFIER)
-    return TurnEntry(turn, np.ones(4, np.float32), [episode(n, *names)], receipt)
+    """Turn ``t<n>`` of session s1, its episode ``ep<n>`` mentioning ``names``."""
+    return journal_entry(n, f"turn {n}", mentions=[Mention(person(name)) for name in names])
+
+
+def episode(n: int, *names: str) -> Episode:
+    memory = entry(n, *names).memories[0]
+    assert isinstance(memory, Episode)
+    return memory
 
 
 @pytest.fixture

@@ -88,17 +88,18 @@ def _passes_filters(stored: StoredMemory, params: QueryParams) -> bool:
 def _episode_neighbours(stores: Stores, result: QueryResult, k: int) -> list[Expansion]:
     """The episodes of the turns beside the best episodic hits in their sessions (journal
     order), and the episodes that mention most of the entities these hits mention."""
-    hits = [i.memory for i in result.items if isinstance(i.memory, Episode)][: max(1, k // 2)]
-    if not hits:
+    best = [(i.num, i.memory) for i in result.items if isinstance(i.memory, Episode)]
+    best = best[: max(1, k // 2)]
+    if not best:
         return []
+    hits = [hit for _, hit in best]
     beside = stores.journal.neighbour_episodes([hit.turn_id for hit in hits])
     out: list[Expansion] = []
     for hit in hits:
         why = f"next to {hit.id} in its session"
         out += [Expansion(other, why) for _, other in beside.get(hit.turn_id, ())]
     entities = sorted({m.entity.id for hit in hits for m in hit.mentions})
-    hit_nums = [i.num for i in result.items if isinstance(i.memory, Episode)][: len(hits)]
-    shared = stores.mentions.episodes_sharing(entities, hit_nums, limit=k)
+    shared = stores.mentions.episodes_sharing(entities, [num for num, _ in best], limit=k)
     for episode_id, count in shared:
         why = f"shares {count} entit{'y' if count == 1 else 'ies'} with a hit"
         out.append(Expansion(episode_id, why))
