@@ -13,7 +13,9 @@ and (a), (b) again over HTTP against a real `memoryd serve` process, then the ra
   query p50 / encoder p50         target <= 4 (at 10k)
   tiered p50 / exhaustive p50     target <= 1
 and, at the largest size, both query figures again after a reshuffle (before one, every record
-is in tier 1, as after a bulk import),
+is in tier 1, as after a bulk import), and over HTTP on the daemon, whose fill to that size had
+a reshuffle halfway (as the daemon's job runs one during a long import: the import's second
+half is then in tier 1),
 plus batch ingest throughput (turns/s at batch 128, over HTTP), the daemon's RSS (target
 <= 350 MB at 10k turns and <= 500 MB at 100k, no LLM) right after the last request and again
 once its minute's save job has run (it checkpoints the graph), its data directory's bytes per
@@ -297,26 +299,62 @@ def fill_service(service: MemoryService, start: int, stop: int) -> None:
         service.ingest("bench", pending[i : i + 128])
 
 
-def query_modes(service: MemoryService, n: int) -> tuple[list[float], list[float]]:
-    """``n`` façade queries searched tiered and ``n`` searched exhaustively (recalls not
-    counted), each query in both modes one after the other, the mode that goes first taking
-    turns: drift on a shared machine, and the head start of a query run just before, fall on
-    both alike."""
+Search = Callable[[str, SearchMode], object]
+
+
+def facade_search(service: MemoryService) -> Search:
+    """A query through the façade in a given mode, recalls not counted."""
+    return lambda text, mode: service.query("bench", QueryParams(text, search=mode, recall=False))
+
+
+def http_search(client: httpx.Client) -> Search:
+    """The same over HTTP."""
+    body = {"recall": False}
+    return lambda text, mode: client.post(
+        "/v1/users/bench/query", json={**body, "query": text, "search": mode.value}
+    ).raise_for_status()
+
+
+def query_modes(search: Search, n: int) -> tuple[list[float], list[float]]:
+    """``n`` queries searched tiered and ``n`` searched exhaustively, each query in both modes
+    one after the other, the mode that goes first taking turns: drift on a shared machine, and
+    the head start of a query run just before, fall on both alike."""
     out: dict[SearchMode, list[float]] = {SearchMode.TIERED: [], SearchMode.ALL: []}
     for i in range(n):
         for mode in (SearchMode.TIERED, SearchMode.ALL)[:: 1 if i % 2 else -1]:
-            times = out[mode]
-            params = QueryParams(QUERIES[i % len(QUERIES)], search=mode, recall=False)
             t = time.perf_counter()
-            service.query("bench", params)
-            times.append((time.perf_counter() - t) * 1000)
+            search(QUERIES[i % len(QUERIES)], mode)
+            out[mode].append((time.perf_counter() - t) * 1000)
     return out[SearchMode.TIERED], out[SearchMode.ALL]
+
+
+def fill_http_across_reshuffle(client: httpx.Client, start: int, stop: int) -> float:
+    """:func:`fill_http` with a reshuffle halfway, as the daemon's job runs one during a long
+    import: the records that come after it stay in tier 1 until the next. Returns turns/s of
+    the ingest alone."""
+    middle = (start + stop) // 2
+    seconds = (middle - start) / fill_http(client, start, middle)
+    client.post("/v1/users/bench/tiers/reshuffle").raise_for_status()
+    seconds += (stop - middle) / fill_http(client, middle, stop)
+    return (stop - start) / seconds
+
+
+def imported_rows(client: httpx.Client, n: int) -> Iterator[tuple[str, float, float, str]]:
+    """HTTP query figures on the daemon filled across a reshuffle (tier 1: the import's
+    second half)."""
+    tiers = client.get("/v1/users/bench/tiers").raise_for_status().json()["sizes"]
+    note = f"tier 1 holds {tiers['tier1']} records"
+    tiered, exhaustive = query_modes(http_search(client), n)
+    yield ("(b) HTTP, import past a reshuffle, tiered", *pct(tiered), note)
+    yield ("(b) HTTP, import past a reshuffle, all", *pct(exhaustive), "")
+    ratio = pct(tiered)[0] / pct(exhaustive)[0]
+    yield ("ratio tiered/exhaustive, import past a reshuffle", ratio, float("nan"), "target <= 1")
 
 
 def reshuffled_rows(service: MemoryService, n: int) -> Iterator[tuple[str, float, float, str]]:
     """Query figures once the tiers are reshuffled (before it, every record is in tier 1)."""
     service.reshuffle("bench")
-    tiered, exhaustive = query_modes(service, n)
+    tiered, exhaustive = query_modes(facade_search(service), n)
     yield ("(b) query after reshuffle, tiered", *pct(tiered), "")
     yield ("(b) query after reshuffle, all", *pct(exhaustive), "")
     ratio = pct(tiered)[0] / pct(exhaustive)[0]
@@ -350,7 +388,7 @@ def rows_for_size(
     single = turns(n, offset=10_000_000 + size)
     ingest = timed(lambda i: service.ingest("bench", [single[i]]), n)
     query = timed(lambda i: service.query("bench", QueryParams(QUERIES[i % len(QUERIES)])), n)
-    tiered, exhaustive = query_modes(service, n)
+    tiered, exhaustive = query_modes(facade_search(service), n)
     encoder = timed(lambda i: service.encoder.embed(single[i].text), n)
     sqlite_ms = bare_sqlite(scratch, n)
     graph_ms = bare_graph(scratch, service, turns(n, offset=20_000_000 + size))
@@ -422,15 +460,18 @@ def main() -> None:
             filled = 0
             for size in sizes:
                 print(f"filling to {size} turns …", file=sys.stderr)
+                last = size == sizes[-1]
                 fill_service(service, filled, size)
-                throughput = fill_http(rig.client, filled, size)
+                fill = fill_http_across_reshuffle if last else fill_http
+                throughput = fill(rig.client, filled, size)
                 filled = size
                 scratch = root / f"scratch-{size}"
                 scratch.mkdir()
                 print(f"\n## {size} turns ingested ({args.samples} samples per figure, ms)")
                 rows = rows_for_size(rig, size, scratch, args.samples, throughput)
-                if size == sizes[-1]:  # a reshuffle changes what the next size would measure
-                    rows = itertools.chain(rows, reshuffled_rows(service, args.samples))
+                if last:  # a reshuffle changes what the next size would measure
+                    more = reshuffled_rows(service, args.samples)
+                    rows = itertools.chain(rows, more, imported_rows(rig.client, args.samples))
                 figures[size] = print_rows(rows)
             plot_scale(figures, args.png)
             print(f"\nscale curve: {args.png}")

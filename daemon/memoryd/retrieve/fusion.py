@@ -41,12 +41,13 @@ def fuse(
     config: RetrievalConfig,
     pool: set[int] | None = None,
     deepest: Tier | None = None,
+    exact: dict[int, float] | None = None,
 ) -> tuple[dict[int, float], dict[int, str], dict[int, float]]:
     """Fused scores and whys of the candidates, and the dense cosines known.
 
     Without a ``pool`` dense search is the HNSW index and BM25 runs over everything; with one
     (the memories in tiers 1 to ``deepest``) both are restricted to it, dense search being
-    exact over the pool's vectors."""
+    exact over the pool's vectors (``exact``, the pool's cosines when the caller has them)."""
     n = max(config.candidates, params.k)
     focus = focus_of(stores, params, n)
     if pool is None:
@@ -54,12 +55,12 @@ def fuse(
         dense = cosines
         lexical = dict(stores.text.search(params.query, params.types, n))
     else:
-        if _searched_exactly(len(pool), stores.vectors.size(params.types)):
-            cosines = _exact_cosines(stores, vector, pool)
-            dense = dict(sorted(cosines.items(), key=lambda kv: -kv[1])[:n])
-        else:
+        if exact is None and not _searched_exactly(len(pool), stores.vectors.size(params.types)):
             hits = stores.vectors.search(vector, params.types, n, pool)
             cosines = dense = {num: cos for num, cos, _ in hits}
+        else:
+            cosines = exact if exact is not None else _exact_cosines(stores, vector, pool)
+            dense = dict(sorted(cosines.items(), key=lambda kv: -kv[1])[:n])
         within = None if deepest is None else int(deepest)
         lexical = dict(stores.text.search(params.query, params.types, n, within))
     lifted = focus.lifts.keys() if pool is None else focus.lifts.keys() & pool

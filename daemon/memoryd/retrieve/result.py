@@ -7,6 +7,7 @@ from typing import Any
 
 from memoryd.models import Memory, MemoryType
 from memoryd.store import (
+    ActivePool,
     GraphStore,
     HeaderStore,
     Journal,
@@ -77,6 +78,7 @@ class Stores:
     headers: HeaderStore
     text: TextSearch
     mentions: MentionIndex
+    pool: ActivePool
 
 
 def item_of(stored: StoredMemory, score: float, why: str, hit: bool = True) -> Item:

@@ -1,9 +1,15 @@
 """The tiered search: tier 1, then tiers 1-2, then everything, stopping at the first stage a
-sufficiency judge (:mod:`memoryd.retrieve.sufficiency`) calls enough. A tier's pool is searched
-exactly when it is small (every vector of the pool, BM25 restricted to it) and through the HNSW
-index filtered to it when it is large; everything is searched through the HNSW index and BM25
-over all. A stage whose pool holds every record (nothing reshuffled since a bulk import) is
-searched as everything and ends the search."""
+sufficiency judge (:mod:`memoryd.retrieve.sufficiency`) calls enough; everything is searched
+through the HNSW index and BM25 over all.
+
+While tiers 1-2 hold at most :data:`~memoryd.store.POOL_CAP` records they are mirrored in memory
+(:mod:`memoryd.store.active_pool`): the judge's screen counts the query's words there, and a
+pool is searched exactly over the mirrored vectors, BM25 restricted to it. Larger active tiers
+(a bulk import that crossed a reshuffle) are skipped, as searching a pool that large costs no
+less than searching everything; a search asked of one tier reads them from the headers, exactly
+when small, else through the HNSW index filtered to them. A stage whose pool holds every
+record (nothing reshuffled since a bulk import) is searched as everything and ends the
+search."""
 
 from __future__ import annotations
 
@@ -18,9 +24,15 @@ from memoryd.retrieve.params import QueryParams
 from memoryd.retrieve.render import render_line
 from memoryd.retrieve.result import Item, QueryResult, Stores, item_of
 from memoryd.retrieve.sufficiency import Evidence, Stage, Sufficiency
+from memoryd.store import POOL_CAP
 from memoryd.text import content_tokens
 
-__all__ = ["STAGES", "search_tiers"]
+__all__ = ["OVERFLOW", "STAGES", "search_tiers"]
+
+OVERFLOW = (
+    f"tiers 1-2 hold over {POOL_CAP} records: searching a pool that large costs no less than"
+    " searching everything"
+)
 
 # The pool of each stage: the deepest tier searched, None for everything (the archive is all).
 STAGES: dict[SearchMode, tuple[Tier | None, ...]] = {
@@ -49,26 +61,31 @@ def search_tiers(
     trace: list[dict[str, Any]] = []
     items: list[Item] = []
     searched = 0
-    counts: dict[str, tuple[int, int, int]] | None = None
+    active: _Active | None = None
     for depth, deepest in enumerate(stages, start=1):
+        step: dict[str, Any] = {"tier": int(deepest or Tier.ARCHIVE)}
+        trace.append(step)
+        snapshot = None
         if deepest is None or not stores.headers.any_beyond(deepest):
             size = store_size
         else:
-            size = stores.headers.pool_size(deepest, params.types)
+            active = active or _Active(stores, params, mode)
+            snapshot = active.snapshot
+            if snapshot is None and mode is SearchMode.TIERED:
+                step["skipped"] = OVERFLOW
+                continue
+            size = active.size(deepest)
+        step["pool"] = size
         # A pool of every record (nothing reshuffled since a bulk import) is the last stage.
         whole = size >= store_size
         last = depth == len(stages) or whole
-        step: dict[str, Any] = {"tier": int(deepest or Tier.ARCHIVE), "pool": size}
-        trace.append(step)
         if searched and size == searched:
             step["skipped"] = "adds no record to the pool searched before"
             continue
         words: dict[str, tuple[int, int]] = {}
         if not last:
-            assert deepest is not None  # only a last stage searches everything
-            if counts is None:  # one pass over the index serves every stage
-                counts = stores.text.term_frequencies(content_tokens(params.query), params.types)
-            words = _words(counts, deepest)
+            assert deepest is not None and active is not None  # only a last stage is everything
+            words = active.words(deepest)
             before = Stage(params.query, params.k, [], words, store_size, size)
             screened = judge.screen(before)
             if screened is not None:
@@ -77,6 +94,11 @@ def search_tiers(
         searched = size
         if whole:
             fused, why, cosines = fuse(stores, vector, params, config)
+        elif snapshot is not None:
+            assert deepest is not None
+            exact = snapshot.cosines(vector, deepest)
+            pool = snapshot.nums(deepest)
+            fused, why, cosines = fuse(stores, vector, params, config, pool, deepest, exact)
         else:
             assert deepest is not None
             pool = set(stores.headers.pool(deepest, params.types))
@@ -105,10 +127,31 @@ def _last_stop(mode: SearchMode, stages: tuple[Tier | None, ...], depth: int) ->
     return f"last stage (search: {mode.value})"
 
 
-def _words(counts: dict[str, tuple[int, int, int]], deepest: Tier) -> dict[str, tuple[int, int]]:
-    """Per content word of the query: records holding it in the store, and in the pool of
-    tiers 1 to ``deepest`` (``counts``: :meth:`TextSearch.term_frequencies`)."""
-    return {term: (c[0], c[int(deepest)]) for term, c in counts.items()}
+class _Active:
+    """The active tiers as one query sees them: mirrored in memory while small
+    (:class:`~memoryd.store.active_pool.PoolSnapshot`), else read from the headers (an explicit tier
+    search of large tiers)."""
+
+    def __init__(self, stores: Stores, params: QueryParams, mode: SearchMode) -> None:
+        self.stores, self.params = stores, params
+        self.terms = content_tokens(params.query) if mode is SearchMode.TIERED else []
+        self.snapshot = stores.pool.snapshot(params.types, self.terms)
+        self._store_counts: dict[str, int] | None = None
+
+    def size(self, deepest: Tier) -> int:
+        if self.snapshot is not None:
+            return self.snapshot.size(deepest)
+        return self.stores.headers.pool_size(deepest, self.params.types)
+
+    def words(self, deepest: Tier) -> dict[str, tuple[int, int]]:
+        """Per content word of the query: records holding it in the store, and in the pool of
+        tiers 1 to ``deepest`` (only a mirrored pool is screened)."""
+        assert self.snapshot is not None
+        if self._store_counts is None:
+            self._store_counts = self.stores.text.term_counts(self.terms, self.params.types)
+        pool = self.snapshot.word_counts()
+        column = 0 if deepest is Tier.CACHE else 1
+        return {w: (n, pool[w][column]) for w, n in self._store_counts.items()}
 
 
 def _stage(

@@ -7,12 +7,14 @@ graph and vector projections of it. Nothing here imports above :mod:`memoryd.mod
 - :mod:`~memoryd.store.router_state`: the router's queue, label pool, rounds and decisions;
 - :mod:`~memoryd.store.lexical`: BM25 over the full-text index;
 - :mod:`~memoryd.store.mentions`: which episodes mention which entities;
+- :mod:`~memoryd.store.active_pool`: the active tiers (1-2) mirrored in memory while small;
 - :mod:`~memoryd.store.codec` and :mod:`~memoryd.store.records`: how records are written and
   what the stores take and give back;
 - :mod:`~memoryd.store.graph` (Kùzu family), with :mod:`~memoryd.store.episode_order` (its
   episode chains' order, in memory), and :mod:`~memoryd.store.vectors` (hnswlib).
 """
 
+from memoryd.store.active_pool import POOL_CAP, ActivePool
 from memoryd.store.codec import (
     change_of_payload,
     decode_embedding,
@@ -51,6 +53,8 @@ __all__ = [
     "FEEDBACK_POSITIVE",
     "FTS_TOKENIZER",
     "MAX_CHAIN_HOPS",
+    "POOL_CAP",
+    "ActivePool",
     "Database",
     "GraphStore",
     "HeaderRow",

@@ -242,6 +242,33 @@ class HeaderStore:
             [int(deepest), *[t.value for t in types]],
         )
 
+    def placement_stamp(self) -> tuple[int, int]:
+        """The last log entry and the last tier move: unchanged, so are the headers' tiers and
+        the memories' texts (every tier change is a move, every add, drop or edit is logged)."""
+        row = self.db.read(
+            "SELECT (SELECT COALESCE(MAX(seq), 0) FROM log),"
+            " (SELECT COALESCE(MAX(id), 0) FROM tier_moves)"
+        )[0]
+        return int(row[0]), int(row[1])
+
+    def active_count(self, limit: int) -> int:
+        """How many headers are in tiers 1-2, counting up to ``limit`` (the tier index only)."""
+        rows = self.db.read(
+            "SELECT COUNT(*) FROM (SELECT 1 FROM headers WHERE tier <= ? LIMIT ?)",
+            (int(Tier.BUFFER), limit),
+        )
+        return int(rows[0][0])
+
+    def active_rows(self) -> list[tuple[int, int, str, str]]:
+        """(num, tier, type, indexed text) of every live memory in tiers 1-2."""
+        rows = self.db.read(
+            "SELECT h.num, h.tier, m.type, COALESCE(f.text, '') FROM headers h"
+            " INDEXED BY headers_by_tier CROSS JOIN memories m ON m.num = h.num AND m.deleted = 0"
+            " LEFT JOIN memory_fts f ON f.rowid = h.num WHERE h.tier <= ?",
+            (int(Tier.BUFFER),),
+        )
+        return [(int(r[0]), int(r[1]), str(r[2]), str(r[3])) for r in rows]
+
     def any_beyond(self, deepest: Tier) -> bool:
         """Whether any header is in a tier past ``deepest`` (none: tiers 1 to ``deepest`` hold
         every record, as they do after a bulk import until the next reshuffle)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from memoryd.models import MemoryType, Tier
+from memoryd.models import MemoryType
 from memoryd.store.sqlite import Database, placeholders
 from memoryd.text import content_tokens
 
@@ -80,31 +80,11 @@ class TextSearch:
             params.append(within_tier)
         return joins, where, params
 
-    def term_frequencies(
-        self, terms: Sequence[str], types: Sequence[MemoryType]
-    ) -> dict[str, tuple[int, int, int]]:
-        """For each term: how many live memories of ``types`` hold it (the index's posting list,
-        stemmed like the index), and how many of those are in tier 1 and in tiers 1-2.
-
-        The postings are read bare and counted against the (small) tier 1-2 pool in Python:
-        joining every posting to its memory and header costs ~1.3 µs each, and a common word
-        has thousands."""
+    def term_counts(self, terms: Sequence[str], types: Sequence[MemoryType]) -> dict[str, int]:
+        """For each term: how many live memories of ``types`` hold it (its posting list,
+        stemmed like the index), counted inside SQLite: a common word has thousands."""
         if not types:
             return {}
-        rows = self.db.read(
-            "SELECT num, tier FROM headers INDEXED BY headers_by_tier WHERE tier <= ?",
-            (int(Tier.BUFFER),),
-        )
-        pool: dict[int, int] = {int(r[0]): int(r[1]) for r in rows}
-        out: dict[str, tuple[int, int, int]] = {}
-        for term in terms:
-            nums = self._postings(f'"{term}"', types)
-            tiers = [pool[n] for n in nums if n in pool]
-            out[term] = (len(nums), tiers.count(int(Tier.CACHE)), len(tiers))
-        return out
-
-    def _postings(self, expression: str, types: Sequence[MemoryType]) -> list[int]:
-        """The nums of live memories of ``types`` matching ``expression``."""
         joins, where, params = self._filters(types, None)
-        sql = f"SELECT f.rowid FROM memory_fts f{joins} WHERE memory_fts MATCH ?{where}"
-        return [int(r[0]) for r in self.db.read(sql, [expression, *params])]
+        sql = f"SELECT COUNT(*) FROM memory_fts f{joins} WHERE memory_fts MATCH ?{where}"
+        return {term: int(self.db.read(sql, [f'"{term}"', *params])[0][0]) for term in terms}

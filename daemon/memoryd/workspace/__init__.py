@@ -45,6 +45,7 @@ from memoryd.models import Receipt, Turn
 from memoryd.retrieve import QueryParams, QueryResult, Retriever, Stores
 from memoryd.router import SelfEnhancingRouter
 from memoryd.store import (
+    ActivePool,
     Database,
     HeaderStore,
     Journal,
@@ -103,6 +104,7 @@ class Workspace:
         self.router_state = RouterStore(self.db)
         self.text = TextSearch(self.db)
         self.mentions = MentionIndex(self.db)
+        self.pool = ActivePool(self.journal, self.headers)
         self.projection = Projection(
             user_id, directory, shared.config, shared.encoder.dim, self.journal
         )
@@ -121,7 +123,9 @@ class Workspace:
     def stores(self) -> Stores:
         """The read side of the user's stores, as retrieval takes them."""
         p = self.projection
-        return Stores(self.journal, p.graph, p.vectors, self.headers, self.text, self.mentions)
+        return Stores(
+            self.journal, p.graph, p.vectors, self.headers, self.text, self.mentions, self.pool
+        )
 
     @cached_property
     def entities(self) -> EntityResolver:
@@ -249,6 +253,7 @@ class Workspace:
             self.writer.close()
         finally:
             self.projection.close()
+            self.pool.close()
             try:
                 self.db.close()
             except Exception:
