@@ -305,15 +305,18 @@ def test_tier_endpoints(client: TestClient) -> None:
 
 def test_openapi_documents_every_reply(client: TestClient) -> None:
     """Every route declares its response model: the spec has a reply schema for each operation
-    (JSON everywhere but the Prometheus text of /metrics)."""
+    (JSON everywhere but the Prometheus text of /metrics and the JSON lines of an export)."""
     spec = client.get("/openapi.json").json()
     operations = [(p, m, op) for p, ops in spec["paths"].items() for m, op in ops.items()]
-    assert len(operations) == 24
+    assert len(operations) == 26
     for path, method, op in operations:
         status = next(code for code in op["responses"] if code.startswith("2"))
         content = op["responses"][status]["content"]
         if path == "/metrics":
             assert "text/plain" in content
+            continue
+        if path.endswith("/export"):
+            assert "application/x-ndjson" in content
             continue
         schema = content["application/json"]["schema"]
         assert schema.get("$ref", "").startswith("#/components/schemas/"), (method, path)

@@ -19,6 +19,7 @@ from starlette.concurrency import run_in_threadpool
 
 from memoryd import __version__
 from memoryd.api import (
+    STREAMED_BODIES,
     BearerAuth,
     BodyLimitMiddleware,
     Metrics,
@@ -154,6 +155,8 @@ def create_app(
     app.include_router(
         v1_router(), dependencies=[Depends(BearerAuth(token if config.auth.enabled else None))]
     )
-    app.add_middleware(BodyLimitMiddleware, limit=config.limits.max_body_bytes)
+    app.add_middleware(
+        BodyLimitMiddleware, limit=config.limits.max_body_bytes, streamed=STREAMED_BODIES
+    )
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
     return app

@@ -91,6 +91,7 @@ class LimitsConfig(Section):
     NAME = "limits"
     max_turn_bytes: int
     max_body_bytes: int
+    max_import_bytes: int
     max_turns_per_request: int
     max_open_users: int
 

@@ -7,7 +7,8 @@ one-line message and a non-zero exit code. Nothing here knows about HTTP.
     MemorydError
     ├── ConfigError                 a setting is missing or has a bad value
     ├── InvalidInputError           a request is well-formed JSON but its content is not allowed
-    │   └── InvalidUserIdError      a user id that cannot name a directory
+    │   ├── InvalidUserIdError      a user id that cannot name a directory
+    │   └── PayloadTooLargeError    a request body over the size its route accepts
     ├── NotFoundError
     │   ├── UserNotFoundError
     │   ├── TurnNotFoundError
@@ -41,6 +42,14 @@ class ConfigError(MemorydError):
 
 class InvalidInputError(MemorydError):
     """The request's content is not allowed (the message says what and why)."""
+
+
+class PayloadTooLargeError(InvalidInputError):
+    """A request body over the size its route accepts."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        super().__init__(f"request body is over {limit} bytes")
 
 
 class InvalidUserIdError(InvalidInputError):

@@ -13,6 +13,8 @@ the live daemon, so the user it makes is the one exported, projections included.
 from __future__ import annotations
 
 import base64
+import binascii
+import json
 from collections.abc import Iterable, Iterator
 from datetime import datetime
 from functools import partial
@@ -35,7 +37,14 @@ from memoryd.store import (
 )
 from memoryd.workspace import Workspace
 
-__all__ = ["EXPORT_FORMAT", "EXPORT_VERSION", "check_header", "export_records", "import_records"]
+__all__ = [
+    "EXPORT_FORMAT",
+    "EXPORT_VERSION",
+    "check_header",
+    "export_records",
+    "import_records",
+    "read_records",
+]
 
 EXPORT_FORMAT = "memoryd.export"
 EXPORT_VERSION = 2  # 2 adds a last "headers" record: LLM/API importance and recall counts
@@ -79,14 +88,37 @@ def check_header(header: dict[str, Any] | None) -> None:
         raise InvalidInputError(f"export version {header.get('version')} is not supported")
 
 
+def read_records(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
+    """The JSON objects of an export's lines, blank lines skipped; InvalidInputError names the
+    first line that is not one."""
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InvalidInputError(f"line {number}: not JSON ({exc.msg})") from exc
+        if not isinstance(record, dict):
+            raise InvalidInputError(f"line {number}: not a JSON object")
+        yield record
+
+
 def import_records(ws: Workspace, records: Iterable[dict[str, Any]]) -> int:
-    """Apply the records after an export's header, each on the writer; returns how many."""
+    """Apply the records after an export's header, each on the writer; returns how many.
+    A record that is not one an export writes is an InvalidInputError naming it."""
     applied = 0
     for record in records:
-        if record.get("kind") == HEADERS_RECORD:
-            ws.writer.call(partial(ws.headers.restore, record["headers"]))
-        else:
-            ws.writer.call(partial(_import_record, ws, record))
+        try:
+            if record.get("kind") == HEADERS_RECORD:
+                ws.writer.call(partial(ws.headers.restore, record["headers"]))
+            else:
+                ws.writer.call(partial(_import_record, ws, record))
+        except (KeyError, TypeError, ValueError, binascii.Error) as exc:
+            kind = record.get("kind")
+            raise InvalidInputError(
+                f"record {applied + 1} after the header (kind {kind!r}) is not one an export"
+                f" writes: {type(exc).__name__} {exc}"
+            ) from exc
         applied += 1
     return applied
 

@@ -20,6 +20,7 @@ import logging
 import os
 import re
 import shutil
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -158,6 +159,8 @@ class MemoryService:
         self.users = Registry(self._open, config.limits.max_open_users)
         self.labelling = Labelling(self.users, self.user_exists, config.llm.timeout)
         self._expander = ThreadPoolExecutor(EXPANSION_THREADS, thread_name_prefix="expand")
+        self._importing: set[str] = set()  # users an import is filling (guarded by the lock)
+        self._importing_lock = threading.Lock()
         self._closed = False
 
     @classmethod
@@ -485,13 +488,9 @@ class MemoryService:
 
     def delete_user(self, user_id: str) -> dict[str, int]:
         """Remove the user's journal, graph, vectors and router data; return what was removed."""
-        directory = self._user_dir(user_id)
         with self._lease(user_id) as ws:
             counts = ws.counts()
-        with self.users.closed(user_id):
-            files = sum(1 for p in directory.rglob("*") if p.is_file())
-            shutil.rmtree(directory)
-            self.labelling.discard(user_id)
+        files = self._remove_user(user_id)
         log.info("deleted user %s (%d turns)", user_id, counts.get("turns", 0))
         return {
             "turns": counts.get("turns", 0),
@@ -502,6 +501,16 @@ class MemoryService:
             ),
             "files": files,
         }
+
+    def _remove_user(self, user_id: str) -> int:
+        """Close the user's stores and remove its directory; returns how many files it held."""
+        directory = self._user_dir(user_id)
+        with self.users.closed(user_id):
+            files = sum(1 for p in directory.rglob("*") if p.is_file())
+            if directory.exists():
+                shutil.rmtree(directory)
+            self.labelling.discard(user_id)
+        return files
 
     def rebuild(self, user_id: str) -> dict[str, int]:
         """Recreate the user's graph and vectors from the journal."""
@@ -519,20 +528,47 @@ class MemoryService:
     # -- export / import ---------------------------------------------------------------------
 
     def export_user(self, user_id: str) -> Iterator[dict[str, Any]]:
-        """The user's journal as versioned records (see :mod:`memoryd.portability`)."""
+        """The user's journal as versioned records (see :mod:`memoryd.portability`), read as
+        they are iterated; UserNotFoundError at once for a user with no data."""
+        check_user_id(user_id)
+        if not self.user_exists(user_id):
+            raise UserNotFoundError(user_id)
+        return self._export(user_id)
+
+    def _export(self, user_id: str) -> Iterator[dict[str, Any]]:
         with self._lease(user_id) as ws:
             yield from export_records(ws, user_id, __version__, _now())
 
     def import_user(self, user_id: str, records: Iterable[dict[str, Any]]) -> dict[str, int]:
-        """Load an export into a user that has no data yet; returns counts."""
+        """Load an export into a user that has no data yet; returns counts. All or nothing:
+        an import that fails part way removes what it wrote."""
+        iterator = iter(records)
+        with self._importing_lock:
+            self.check_importable(user_id)
+            check_header(next(iterator, None))
+            self._importing.add(user_id)
+        try:
+            with self._lease(user_id, create=True) as ws:
+                applied = import_records(ws, iterator)
+                counts = ws.counts()
+        except BaseException:
+            self._remove_user(user_id)
+            log.warning("import into user %s failed; removed what it wrote", user_id)
+            raise
+        finally:
+            with self._importing_lock:
+                self._importing.discard(user_id)
+        log.info("imported user %s (%d records)", user_id, applied)
+        return {"records": applied, **counts}
+
+    def check_importable(self, user_id: str) -> None:
+        """ConflictError unless the user has no data and no import is filling it (an import
+        only fills an empty user)."""
+        check_user_id(user_id)
+        if user_id in self._importing:
+            raise ConflictError(f"user {user_id!r} is being imported")
         if self.user_exists(user_id):
             raise ConflictError(f"user {user_id!r} already has data; delete it first")
-        iterator = iter(records)
-        check_header(next(iterator, None))
-        with self._lease(user_id, create=True) as ws:
-            applied = import_records(ws, iterator)
-            counts = ws.counts()
-        return {"records": applied, **counts}
 
     def save_all(self) -> None:
         """Persist the vector indexes of every open user and checkpoint the graphs written

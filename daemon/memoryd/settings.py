@@ -87,6 +87,13 @@ SETTINGS: tuple[Setting, ...] = (
         rule="must be > 0",
     ),
     Setting(
+        "limits.max_import_bytes",
+        2048 * MIB,
+        "Largest export POST .../import accepts (413 beyond); spooled to the data directory.",
+        check=_positive,
+        rule="must be > 0",
+    ),
+    Setting(
         "limits.max_turns_per_request",
         256,
         "Most turns in one POST .../turns.",

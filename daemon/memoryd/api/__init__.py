@@ -4,9 +4,10 @@ table mapping memoryd's errors to statuses. Only the app factory (:mod:`memoryd.
 from memoryd.api.auth import BearerAuth, Secret, load_or_create_token
 from memoryd.api.errors import install as install_error_handlers
 from memoryd.api.middleware import BodyLimitMiddleware, Metrics, MetricsMiddleware
-from memoryd.api.routes import ops_router, v1_router
+from memoryd.api.routes import STREAMED_BODIES, ops_router, v1_router
 
 __all__ = [
+    "STREAMED_BODIES",
     "BearerAuth",
     "BodyLimitMiddleware",
     "Metrics",

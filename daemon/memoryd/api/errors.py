@@ -27,6 +27,7 @@ from memoryd.errors import (
     MemorydError,
     ModelMissingError,
     NotFoundError,
+    PayloadTooLargeError,
     StoreError,
 )
 
@@ -34,6 +35,7 @@ log = logging.getLogger(__name__)
 
 STATUS: dict[type[Exception], int] = {
     InvalidUserIdError: 400,
+    PayloadTooLargeError: 413,
     InvalidInputError: 422,
     NotFoundError: 404,
     ConflictError: 409,

@@ -29,13 +29,15 @@ async def _send_413(send: Send, limit: int) -> None:
 
 class BodyLimitMiddleware:
     """Reject bodies over ``limit`` bytes (413): at once by Content-Length; a chunked body is
-    read up to the limit first (the app's own body parser would turn an error into a 400)."""
+    read up to the limit first (the app's own body parser would turn an error into a 400).
+    Paths ending in one of ``streamed`` pass untouched: their route reads the body as a stream
+    and sets its own limit."""
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app, self.limit = app, limit
+    def __init__(self, app: ASGIApp, limit: int, streamed: tuple[str, ...] = ()) -> None:
+        self.app, self.limit, self.streamed = app, limit, streamed
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or scope["path"].endswith(self.streamed):
             await self.app(scope, receive, send)
             return
         for name, value in scope.get("headers", []):

@@ -6,20 +6,26 @@ documents every reply.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+import json
+import tempfile
+from collections.abc import Iterator
+from typing import IO, Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
-from fastapi.responses import PlainTextResponse
+from fastapi.responses import PlainTextResponse, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.concurrency import run_in_threadpool
 
 from memoryd.api.middleware import Metrics
+from memoryd.errors import InvalidInputError, PayloadTooLargeError
 from memoryd.models import MemoryType, TaskStatus
+from memoryd.portability import read_records
 from memoryd.schemas import (
     DeletedMemory,
     FactList,
     FeedbackIn,
     HealthReply,
+    ImportReply,
     IngestReply,
     IngestRequest,
     MemoryPageReply,
@@ -44,9 +50,15 @@ from memoryd.schemas import (
 )
 from memoryd.service import MemoryService, check_user_id
 
-__all__ = ["Metrics", "ops_router", "v1_router"]
+__all__ = ["STREAMED_BODIES", "Metrics", "ops_router", "v1_router"]
 
 run_blocking = run_in_threadpool
+
+# Routes whose request body is read by the route itself, with its own limit (paths ending so).
+STREAMED_BODIES = ("/import",)
+# An import body is kept in memory up to this size, then spooled to the data directory.
+IMPORT_SPOOL_BYTES = 8 * 2**20
+NDJSON = "application/x-ndjson"
 
 
 def service_of(request: Request) -> MemoryService:
@@ -183,6 +195,42 @@ def v1_router() -> APIRouter:
     async def delete_user(user_id: UserId, service: Service) -> dict[str, Any]:
         return {"user_id": user_id, "removed": await run_blocking(service.delete_user, user_id)}
 
+    @router.get(
+        "/users/{user_id}/export",
+        response_class=StreamingResponse,
+        responses={200: {"content": {NDJSON: {}}, "description": "The export, one record a line"}},
+    )
+    async def export_user(user_id: UserId, service: Service) -> StreamingResponse:
+        """The user's journal as versioned JSONL, as `memoryd export` writes it: a header line,
+        every log entry in order, the headers record (``docs/data-format.md``)."""
+        records = await run_blocking(service.export_user, user_id)
+        lines = (json.dumps(record) + "\n" for record in records)
+        disposition = f'attachment; filename="{user_id}.jsonl"'
+        return StreamingResponse(
+            lines, media_type=NDJSON, headers={"Content-Disposition": disposition}
+        )
+
+    @router.post(
+        "/users/{user_id}/import",
+        status_code=201,
+        response_model=ImportReply,
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {NDJSON: {"schema": {"type": "string", "format": "binary"}}},
+            }
+        },
+    )
+    async def import_user(user_id: UserId, request: Request, service: Service) -> ImportReply:
+        """Load an export into a user with no data (409 otherwise); all or nothing. The body
+        may be as large as ``limits.max_import_bytes`` (413 beyond)."""
+        await run_blocking(service.check_importable, user_id)
+        directory = service.config.data_dir
+        with tempfile.SpooledTemporaryFile(IMPORT_SPOOL_BYTES, dir=str(directory)) as body:
+            await _spool(request, body, service.config.limits.max_import_bytes)
+            counts = await run_blocking(_import_body, service, user_id, body)
+        return ImportReply.of(user_id, counts)
+
     @router.get("/users/{user_id}/tiers", response_model=TierStatusReply)
     async def tiers_status(
         user_id: UserId,
@@ -213,6 +261,34 @@ def v1_router() -> APIRouter:
         return await run_blocking(service.rollback_router, user_id)
 
     return router
+
+
+async def _spool(request: Request, body: IO[bytes], limit: int) -> None:
+    """Write the request body to ``body``; PayloadTooLargeError past ``limit`` bytes."""
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLargeError(limit)
+        body.write(chunk)
+    body.seek(0)
+
+
+def _import_body(service: MemoryService, user_id: str, body: IO[bytes]) -> dict[str, int]:
+    """Import the spooled export: every line is checked to be a JSON object before any is
+    applied, so a malformed body writes nothing."""
+    for _ in read_records(_lines(body)):
+        pass
+    body.seek(0)
+    return service.import_user(user_id, read_records(_lines(body)))
+
+
+def _lines(body: IO[bytes]) -> Iterator[str]:
+    try:
+        for raw in body:
+            yield raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError(f"the export is not UTF-8 text: {exc.reason}") from exc
 
 
 def ops_router() -> APIRouter:

@@ -362,6 +362,20 @@ class UserRemoved(BaseModel):
     removed: Removed
 
 
+class ImportReply(BaseModel):
+    """An export loaded into an empty user: the records applied after its header, and the
+    user's store sizes after it."""
+
+    user_id: str
+    records: int
+    counts: dict[str, int]
+
+    @classmethod
+    def of(cls, user_id: str, counts: dict[str, int]) -> ImportReply:
+        rest = {k: v for k, v in counts.items() if k != "records"}
+        return cls(user_id=user_id, records=counts["records"], counts=rest)
+
+
 # -- tiers -----------------------------------------------------------------------------------
 
 
