@@ -103,6 +103,7 @@ check-arm64: install
 
 bench: install models
 	$(BIN)/python scripts/bench.py
+	$(BIN)/python scripts/bench_mcp.py
 
 # The scale curve up to 100k turns in one user (about half an hour on 2 cores).
 bench-scale: install models

@@ -29,7 +29,12 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("domain: pipelines", frozenset({"ingest", "retrieve", "tiers"})),
     ("domain: the user", frozenset({"workspace"})),
     ("service", frozenset({"service", "registry", "labelling", "portability"})),
-    ("surfaces", frozenset({"schemas", "api", "app", "jobs", "cli", "doctor", "eval", "__main__"})),
+    (
+        "surfaces",
+        frozenset(
+            {"schemas", "api", "mcp", "app", "jobs", "cli", "bridge", "doctor", "eval", "__main__"}
+        ),
+    ),
 )
 LAYER_OF = {name: rank for rank, (_, names) in enumerate(LAYERS) for name in names}
 ONLY_IMPORTED_BY = {"api": {"app"}}

@@ -16,6 +16,7 @@ from fastapi import Depends, FastAPI
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 from starlette.concurrency import run_in_threadpool
+from starlette.routing import Route
 
 from memoryd import __version__
 from memoryd.api import (
@@ -32,6 +33,7 @@ from memoryd.api import (
 )
 from memoryd.config import Config
 from memoryd.jobs import Jobs
+from memoryd.mcp import McpEndpoint, McpMetrics, McpSurface
 from memoryd.service import MemoryService
 
 log = logging.getLogger(__name__)
@@ -129,7 +131,8 @@ def create_app(
         jobs = Jobs(app.state.service, config)
         jobs.start()
         try:
-            yield
+            async with _mcp_running(app, config):
+                yield
         finally:
             recovery.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -159,4 +162,31 @@ def create_app(
         BodyLimitMiddleware, limit=config.limits.max_body_bytes, streamed=STREAMED_BODIES
     )
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
+    if config.mcp.enabled:
+        _mount_mcp(app, config, token)
     return app
+
+
+def _mount_mcp(app: FastAPI, config: Config, token: Secret | None) -> None:
+    """MCP at /mcp/ and /mcp/users/<user>/, behind the same token as /v1."""
+    app.state.mcp = None
+    app.state.mcp_metrics = McpMetrics(app.state.metrics.registry)
+    check = token.matches if config.auth.enabled and token is not None else None
+    endpoint = McpEndpoint(lambda: app.state.mcp, check, config.mcp.default_user)
+    app.router.routes.append(Route("/mcp{rest:path}", endpoint, include_in_schema=False))
+
+
+@contextlib.asynccontextmanager
+async def _mcp_running(app: FastAPI, config: Config) -> AsyncIterator[None]:
+    """The MCP server, for as long as the app serves (a session manager runs once: each
+    lifespan builds its own)."""
+    if not config.mcp.enabled:
+        yield
+        return
+    surface = McpSurface(app.state.service, config, app.state.mcp_metrics)
+    async with surface.running():
+        app.state.mcp = surface
+        try:
+            yield
+        finally:
+            app.state.mcp = None

@@ -31,6 +31,7 @@ from memoryd.models import (
     GraphEngine,
     LLMBackend,
     LogLevel,
+    McpTools,
     SearchMode,
     SufficiencyJudge,
 )
@@ -44,6 +45,7 @@ __all__ = [
     "GraphConfig",
     "LLMConfig",
     "LimitsConfig",
+    "McpConfig",
     "MemoryConfig",
     "RetrievalConfig",
     "RouterConfig",
@@ -200,6 +202,19 @@ class TierConfig(Section):
     importance_interval: float
 
 
+@dataclass(frozen=True, repr=False)
+class McpConfig(Section):
+    NAME = "mcp"
+    enabled: bool
+    default_user: str
+    tools: McpTools
+    allowed_hosts: str
+
+    def hosts(self) -> list[str]:
+        """``allowed_hosts`` as a list."""
+        return [h.strip() for h in self.allowed_hosts.split(",") if h.strip()]
+
+
 SECTIONS: tuple[type[Section], ...] = (
     AuthConfig,
     LimitsConfig,
@@ -211,6 +226,7 @@ SECTIONS: tuple[type[Section], ...] = (
     VectorsConfig,
     RetrievalConfig,
     TierConfig,
+    McpConfig,
 )
 
 
@@ -233,6 +249,7 @@ class Config:
     vectors: VectorsConfig
     retrieval: RetrievalConfig
     tiers: TierConfig
+    mcp: McpConfig
 
     def value(self, name: str) -> Any:
         """The value of the setting ``name`` ("port", "graph.engine")."""

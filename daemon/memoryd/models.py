@@ -10,10 +10,13 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from enum import IntEnum, StrEnum
 from typing import Any
+
+USER_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # a user id names a directory
 
 
 class Label(StrEnum):
@@ -339,6 +342,13 @@ class ImportanceSource(StrEnum):
 
 
 # -- closed sets of settings -----------------------------------------------------------------
+
+
+class McpTools(StrEnum):
+    """Which tools the MCP server offers (``mcp.tools``)."""
+
+    DEFAULT = "default"
+    ALL = "all"
 
 
 class LogLevel(StrEnum):

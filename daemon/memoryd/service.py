@@ -18,7 +18,6 @@ import fcntl
 import hashlib
 import logging
 import os
-import re
 import shutil
 import threading
 from collections import Counter
@@ -50,6 +49,7 @@ from memoryd.labelling import Labelling
 from memoryd.llm import IMPORTANCE_BATCH, LLM, make_llm
 from memoryd.memory import api_task
 from memoryd.models import (
+    USER_ID,
     Memory,
     MemoryType,
     Receipt,
@@ -77,7 +77,6 @@ __all__ = ["USER_ID", "MemoryPage", "MemoryService", "TurnPage", "TurnView", "ch
 
 log = logging.getLogger(__name__)
 
-USER_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 USERS_DIR = "users"
 LOCK_FILE = ".lock"
 ROUTER_HEAD_FILE = "router_head.npz"

@@ -14,10 +14,12 @@ from enum import StrEnum
 from typing import Any
 
 from memoryd.models import (
+    USER_ID,
     Fusion,
     GraphEngine,
     LLMBackend,
     LogLevel,
+    McpTools,
     SearchMode,
     SufficiencyJudge,
 )
@@ -459,6 +461,28 @@ SETTINGS: tuple[Setting, ...] = (
         "Seconds between runs of the LLM importance job (only with an LLM).",
         check=_positive,
         rule="must be > 0",
+    ),
+    Setting("mcp.enabled", True, "Serve MCP (streamable HTTP) at /mcp/ on the daemon's port."),
+    Setting(
+        "mcp.default_user",
+        "default",
+        "The user /mcp/ serves; /mcp/users/<user>/ serves another. No tool takes a user.",
+        check=lambda v: bool(USER_ID.match(v)),
+        rule="use 1-64 characters from A-Z a-z 0-9 _ -",
+    ),
+    Setting(
+        "mcp.tools",
+        McpTools.DEFAULT,
+        "MCP tools offered: default (ten: remember, ingest_turns, recall, list_facts, undo_fact, "
+        "list_tasks, add_task, update_task, forget, memory_status) or all (also memories, turns, "
+        "feedback, tiers, router, forget_user).",
+        choices=tuple(McpTools),
+    ),
+    Setting(
+        "mcp.allowed_hosts",
+        "",
+        "Host headers MCP accepts besides the loopback names, comma-separated (e.g. "
+        '"pi.local:*,100.64.0.7:8765"); any other Host gets 421 (DNS-rebinding protection).',
     ),
 )
 SETTINGS_BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import click
 
 from memoryd import __version__
+from memoryd.cli.bridge import context_cmd, mcp_cmd
 from memoryd.cli.commands import (
     doctor,
     export_cmd,
@@ -46,4 +47,6 @@ def main() -> None:
 for command in (serve, ingest, query, rebuild, router, memory, tiers, export_cmd, import_cmd):
     main.add_command(command)
 main.add_command(doctor)
+main.add_command(mcp_cmd)
+main.add_command(context_cmd)
 main.add_command(eval_group)
