@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -37,18 +38,42 @@ def client_token(config: Config) -> str | None:
     return path.read_text().strip() if path.is_file() else None
 
 
-@click.command("mcp")
-@config_options
-@click.option("--user", "user_id", required=True, help="The user whose memory the tools use.")
-@click.option("--url", help="The daemon's URL (default: from host and port of the config).")
-@domain_errors
-def mcp_cmd(
-    config_path: Path | None,
-    data_dir: Path | None,
-    model_dir: Path | None,
-    user_id: str,
-    url: str | None,
-) -> None:
+def daemon_command(
+    name: str,
+) -> Callable[[Callable[[str, dict[str, str], str], None]], click.Command]:
+    """A command about one user, run against the daemon: ``fn(url, headers, user_id)`` once it
+    answers and takes the token (else one clear error)."""
+
+    def make(fn: Callable[[str, dict[str, str], str], None]) -> click.Command:
+        @click.command(name, help=fn.__doc__)
+        @config_options
+        @click.option("--user", "user_id", required=True, help="The user whose memory is used.")
+        @click.option("--url", help="The daemon's URL (default: from host and port of the config).")
+        @domain_errors
+        def command(
+            config_path: Path | None,
+            data_dir: Path | None,
+            model_dir: Path | None,
+            user_id: str,
+            url: str | None,
+        ) -> None:
+            if not USER_ID.match(user_id):
+                raise InvalidUserIdError(user_id)
+            config = load(config_path, data_dir=data_dir, model_dir=model_dir)
+            setup_logging("warning")
+            url = url or daemon_url(config)
+            token = client_token(config)
+            headers = {"Authorization": f"Bearer {token}"} if token else {}
+            check_daemon(url, headers, user_id)
+            fn(url, headers, user_id)
+
+        return command
+
+    return make
+
+
+@daemon_command("mcp")
+def mcp_cmd(url: str, headers: dict[str, str], user_id: str) -> None:
     """Serve MCP on stdin/stdout for clients that launch a process (Claude Desktop).
 
     Every request goes to the running daemon over HTTP (its /mcp/users/USER/ endpoint) with
@@ -58,43 +83,12 @@ def mcp_cmd(
     \b
     {"mcpServers": {"memory": {"command": "memoryd", "args": ["mcp", "--user", "me"]}}}
     """
-    url, headers = _daemon(config_path, data_dir, model_dir, user_id, url)
     anyio.run(serve_stdio, url, headers, user_id)
 
 
-@click.command("context")
-@config_options
-@click.option("--user", "user_id", required=True, help="Whose memory.")
-@click.option("--url", help="The daemon's URL (default: from host and port of the config).")
-@domain_errors
-def context_cmd(
-    config_path: Path | None,
-    data_dir: Path | None,
-    model_dir: Path | None,
-    user_id: str,
-    url: str | None,
-) -> None:
+@daemon_command("context")
+def context_cmd(url: str, headers: dict[str, str], user_id: str) -> None:
     """Print what an agent should know at the start of a conversation: open tasks, tasks
     finished this week and the user's profile (the daemon's memoryd://session-start MCP
     resource). Made for session-start hooks, e.g. Claude Code's SessionStart."""
-    url, headers = _daemon(config_path, data_dir, model_dir, user_id, url)
     click.echo(anyio.run(read_resource, url, headers, user_id, "memoryd://session-start"))
-
-
-def _daemon(
-    config_path: Path | None,
-    data_dir: Path | None,
-    model_dir: Path | None,
-    user_id: str,
-    url: str | None,
-) -> tuple[str, dict[str, str]]:
-    """The daemon's URL and auth headers, once it answers and takes the token."""
-    if not USER_ID.match(user_id):
-        raise InvalidUserIdError(user_id)
-    config = load(config_path, data_dir=data_dir, model_dir=model_dir)
-    setup_logging("warning")
-    url = url or daemon_url(config)
-    token = client_token(config)
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    check_daemon(url, headers, user_id)
-    return url, headers

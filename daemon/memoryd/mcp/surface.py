@@ -42,6 +42,25 @@ LOOPBACK_HOSTS = ("127.0.0.1:*", "localhost:*", "[::1]:*")
 MAX_SESSIONS = 256  # open MCP sessions per daemon (a personal device has a few clients)
 RECENT_DAYS = 7  # "recently finished" tasks in the session-start context
 
+# (uri, name: the method that reads it, title, description, MIME type)
+RESOURCES = (
+    (
+        "memoryd://session-start",
+        "session_start",
+        "Session start",
+        "Open tasks, tasks finished this week and the user's profile",
+        "text/markdown",
+    ),
+    ("memoryd://facts", "facts", "Facts", "The user's current facts", "text/markdown"),
+    (
+        "memoryd://tiers",
+        "tiers",
+        "Tiers",
+        "Tier sizes, the persona and its drift, recent moves (JSON)",
+        "application/json",
+    ),
+)
+
 INSTRUCTIONS = """\
 memoryd is this user's long-term memory, on their device. Call `recall` before answering
 anything that depends on what the user said before (preferences, facts about them, plans,
@@ -160,28 +179,10 @@ class McpSurface:
         await self.sessions.handle_request(scope, receive, send)
 
     def _add_resources(self) -> None:
-        add = self.server.resource
-        add(
-            "memoryd://session-start",
-            name="session_start",
-            title="Session start",
-            description="Open tasks, tasks finished this week and the user's profile",
-            mime_type="text/markdown",
-        )(self.session_start)
-        add(
-            "memoryd://facts",
-            name="facts",
-            title="Facts",
-            description="The user's current facts",
-            mime_type="text/markdown",
-        )(self.facts)
-        add(
-            "memoryd://tiers",
-            name="tiers",
-            title="Tiers",
-            description="Tier sizes, the persona and its drift, recent moves (JSON)",
-            mime_type="application/json",
-        )(self.tiers)
+        for uri, name, title, description, mime_type in RESOURCES:
+            self.server.resource(
+                uri, name=name, title=title, description=description, mime_type=mime_type
+            )(getattr(self, name))
 
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
         return await anyio.to_thread.run_sync(fn, *args)
