@@ -32,7 +32,19 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     (
         "surfaces",
         frozenset(
-            {"schemas", "api", "mcp", "app", "jobs", "cli", "bridge", "doctor", "eval", "__main__"}
+            {
+                "schemas",
+                "api",
+                "mcp",
+                "app",
+                "jobs",
+                "client",
+                "cli",
+                "bridge",
+                "doctor",
+                "eval",
+                "__main__",
+            }
         ),
     ),
 )

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Iterator
+from functools import partial
 
 import anyio.to_thread
 from fastapi import Depends, FastAPI
@@ -26,6 +27,7 @@ from memoryd.api import (
     Metrics,
     MetricsMiddleware,
     Secret,
+    bearer_problem,
     install_error_handlers,
     load_or_create_token,
     ops_router,
@@ -171,7 +173,8 @@ def _mount_mcp(app: FastAPI, config: Config, token: Secret | None) -> None:
     """MCP at /mcp/ and /mcp/users/<user>/, behind the same token as /v1."""
     app.state.mcp = None
     app.state.mcp_metrics = McpMetrics(app.state.metrics.registry)
-    check = token.matches if config.auth.enabled and token is not None else None
+    secret = token if config.auth.enabled else None
+    check = partial(bearer_problem, secret) if secret is not None else None
     endpoint = McpEndpoint(lambda: app.state.mcp, check, config.mcp.default_user)
     app.router.routes.append(Route("/mcp{rest:path}", endpoint, include_in_schema=False))
 

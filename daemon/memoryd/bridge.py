@@ -43,9 +43,9 @@ from mcp_types import (
 )
 
 from memoryd import __version__
-from memoryd.errors import MemorydError
+from memoryd.errors import DaemonUnavailableError
 
-__all__ = ["DaemonUnavailableError", "check_daemon", "read_resource", "serve_stdio"]
+__all__ = ["read_resource", "serve_stdio"]
 
 log = logging.getLogger(__name__)
 
@@ -53,35 +53,8 @@ T = TypeVar("T")
 TIMEOUT_S = 120.0  # a training round or a large batch can take this long
 
 
-class DaemonUnavailableError(MemorydError):
-    """No memoryd daemon answers at the URL."""
-
-    def __init__(self, url: str, detail: str = "") -> None:
-        self.url = url
-        why = f" ({detail})" if detail else ""
-        super().__init__(
-            f"no memoryd daemon answers at {url}{why}: start it with `memoryd serve` "
-            "(or pass --url)"
-        )
-
-
 def endpoint(url: str, user_id: str) -> str:
     return f"{url.rstrip('/')}/mcp/users/{user_id}/"
-
-
-def check_daemon(url: str, headers: dict[str, str], user_id: str) -> None:
-    """Fail with one clear error unless a daemon answers at ``url`` and takes the token."""
-    try:
-        reply = httpx2.get(f"{url.rstrip('/')}/v1/users/{user_id}", headers=headers, timeout=10)
-    except httpx2.HTTPError as exc:
-        raise DaemonUnavailableError(url, type(exc).__name__) from exc
-    if reply.status_code == 401:
-        raise MemorydError(
-            f"the daemon at {url} refused the token: use the one in its data directory's "
-            "`token` file (--data-dir), or set MEMORYD_TOKEN"
-        )
-    if reply.status_code >= 500:
-        raise DaemonUnavailableError(url, f"status {reply.status_code}")
 
 
 class Upstream:

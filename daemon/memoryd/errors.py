@@ -16,6 +16,7 @@ one-line message and a non-zero exit code. Nothing here knows about HTTP.
     ├── ConflictError               the request contradicts stored state (e.g. turn_id reused)
     ├── ModelMissingError           a model artifact is not built (run `make models`)
     ├── DataDirBusyError            another memoryd process holds the data directory
+    ├── DaemonUnavailableError      no daemon answers at a URL (clients, the stdio bridge)
     ├── StoreError                  a storage engine failed; the message names the store
     │   ├── JournalError
     │   ├── GraphError
@@ -99,6 +100,18 @@ class DataDirBusyError(MemorydError):
         super().__init__(
             f"data directory {path} is in use by another memoryd process"
             " (stop the daemon, or talk to it over HTTP)"
+        )
+
+
+class DaemonUnavailableError(MemorydError):
+    """No memoryd daemon answers at ``url`` (raised on the client side)."""
+
+    def __init__(self, url: str, detail: str = "") -> None:
+        self.url = url
+        why = f" ({detail})" if detail else ""
+        super().__init__(
+            f"no memoryd daemon answers at {url}{why}: start it with `memoryd serve` "
+            "(or pass --url)"
         )
 
 

@@ -73,7 +73,15 @@ from memoryd.router import Router, RouterHead, SelfEnhancingRouter
 from memoryd.store import StoredMemory
 from memoryd.workspace import LABEL_OUTCOMES, MemoryPatch, Shared, UndoneFact, Workspace
 
-__all__ = ["USER_ID", "MemoryPage", "MemoryService", "TurnPage", "TurnView", "check_user_id"]
+__all__ = [
+    "USER_ID",
+    "MemoryPage",
+    "MemoryService",
+    "TurnPage",
+    "TurnView",
+    "check_user_id",
+    "data_dir_in_use",
+]
 
 log = logging.getLogger(__name__)
 
@@ -597,6 +605,21 @@ def _judge(config: Config, llm: LLM | None) -> Sufficiency:
             raise ConfigError("tiers.sufficiency", "llm", "needs an LLM: set llm.backend")
         return LLMSufficiency(llm, timeout=config.llm.timeout)
     return ScoreSufficiency(config.tiers.threshold)
+
+
+def data_dir_in_use(data_dir: Path) -> bool:
+    """Whether a memoryd process (the daemon) holds ``data_dir``'s lock now."""
+    path = data_dir / LOCK_FILE
+    if not path.exists():
+        return False
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing the descriptor releases a lock taken here
+    return False
 
 
 def _lock_data_dir(data_dir: Path) -> int:

@@ -47,6 +47,16 @@ def load_or_create_token(data_dir: Path, configured: str = "") -> Secret:
     return Secret(token)
 
 
+def bearer_problem(token: Secret, authorization: str) -> str | None:
+    """Why an ``Authorization`` header does not carry ``token`` (None when it does)."""
+    scheme, _, value = authorization.partition(" ")
+    if scheme.lower() != "bearer" or not value:
+        return "missing bearer token"
+    if not token.matches(value.strip()):
+        return "invalid bearer token"
+    return None
+
+
 class BearerAuth:
     """FastAPI dependency: 401 unless ``Authorization: Bearer <token>`` matches."""
 
@@ -56,9 +66,6 @@ class BearerAuth:
     async def __call__(self, request: Request) -> None:
         if self.token is None:
             return
-        header = request.headers.get("authorization", "")
-        scheme, _, value = header.partition(" ")
-        if scheme.lower() != "bearer" or not value:
-            raise HTTPException(401, "missing bearer token", headers={"WWW-Authenticate": "Bearer"})
-        if not self.token.matches(value.strip()):
-            raise HTTPException(401, "invalid bearer token", headers={"WWW-Authenticate": "Bearer"})
+        problem = bearer_problem(self.token, request.headers.get("authorization", ""))
+        if problem is not None:
+            raise HTTPException(401, problem, headers={"WWW-Authenticate": "Bearer"})

@@ -1,10 +1,13 @@
-"""`memoryd` command line: serve the daemon, or work on the data directory in-process.
+"""`memoryd` command line: serve the daemon, and work on its data through it or in-process.
 
-Every command builds the same :class:`MemoryService` the daemon uses, so `memoryd ingest` or
-`memoryd query` answer without a socket. They take the data directory's lock: stop the daemon
-first (or talk to it over HTTP) — a clear error says so. The commands live in
-:mod:`~memoryd.cli.commands` and :mod:`~memoryd.cli.evals`, what they share in
-:mod:`~memoryd.cli.base`.
+When a daemon holds the data directory (or ``--url`` names one), `memoryd query`, `ingest`,
+`export`, `import` and the router / memory / tiers commands it can answer go to it over HTTP
+(:mod:`memoryd.client`); when none runs they build the same :class:`MemoryService` the daemon
+uses, in-process. Both print the same reply models (:mod:`~memoryd.cli.target`). Rebuild, the
+LLM commands (label, abstract, importance) and the evaluations open the data directory
+themselves and need the daemon stopped — a clear error says so. The commands live in
+:mod:`~memoryd.cli.commands`, :mod:`~memoryd.cli.bridge` (MCP over stdio, the session-start
+context) and :mod:`~memoryd.cli.evals`, what they share in :mod:`~memoryd.cli.base`.
 """
 
 from __future__ import annotations
@@ -36,8 +39,10 @@ def main() -> None:
     """memoryd — on-device memory for personal LLM agents.
 
     Turns go in (POST /v1/users/{user}/turns), typed memories come out
-    (POST /v1/users/{user}/query). Start the daemon with `memoryd serve`; the other commands work
-    on the data directory directly and need the daemon stopped.
+    (POST /v1/users/{user}/query); agents connect over MCP at /mcp/. Start the daemon with
+    `memoryd serve`. While it runs, query, ingest, export, import and the router / memory /
+    tiers commands go to it (--url or MEMORYD_URL for another one); with no daemon they open the
+    data directory themselves. rebuild and the LLM commands need the daemon stopped.
 
     Settings come from config/memoryd.toml < MEMORYD_* environment variables < flags;
     `memoryd doctor` shows them all with what each is for.

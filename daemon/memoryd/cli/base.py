@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+from pydantic import ValidationError
 
 from memoryd.config import Config, default_config_path, load_config
 from memoryd.errors import MemorydError
@@ -43,7 +44,8 @@ def load(config_path: Path | None, **overrides: Any) -> Config:
 
 
 def domain_errors(fn: F) -> F:
-    """Turn memoryd's errors into a one-line message and exit code 1."""
+    """Turn memoryd's errors, and a request the API's models refuse, into a one-line message
+    and exit code 1."""
 
     @wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -51,6 +53,10 @@ def domain_errors(fn: F) -> F:
             return fn(*args, **kwargs)
         except MemorydError as exc:
             raise click.ClickException(str(exc)) from exc
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise click.ClickException(f"{where}: {first['msg']}") from exc
 
     return wrapper  # type: ignore[return-value]
 

@@ -3,39 +3,20 @@
 
 from __future__ import annotations
 
-import os
+import contextlib
 from collections.abc import Callable
 from pathlib import Path
 
 import anyio
 import click
 
-from memoryd.bridge import check_daemon, read_resource, serve_stdio
+from memoryd.bridge import read_resource, serve_stdio
 from memoryd.cli.base import config_options, domain_errors, load, setup_logging
-from memoryd.config import Config
-from memoryd.errors import InvalidUserIdError
+from memoryd.client import Client, daemon_url, token_for
+from memoryd.errors import InvalidUserIdError, UserNotFoundError
 from memoryd.models import USER_ID
 
 __all__ = ["context_cmd", "mcp_cmd"]
-
-ANY_ADDRESS = ("0.0.0.0", "::", "")
-
-
-def daemon_url(config: Config) -> str:
-    """Where the configured daemon listens, as a client reaches it."""
-    host = "127.0.0.1" if config.host in ANY_ADDRESS else config.host
-    host = f"[{host}]" if ":" in host else host
-    return f"http://{host}:{config.port}"
-
-
-def client_token(config: Config) -> str | None:
-    """The token a client sends: MEMORYD_TOKEN, auth.token, or the data directory's file."""
-    if token := os.environ.get("MEMORYD_TOKEN"):
-        return token
-    if config.auth.token:
-        return config.auth.token
-    path = config.data_dir / "token"
-    return path.read_text().strip() if path.is_file() else None
 
 
 def daemon_command(
@@ -62,10 +43,11 @@ def daemon_command(
             config = load(config_path, data_dir=data_dir, model_dir=model_dir)
             setup_logging("warning")
             url = url or daemon_url(config)
-            token = client_token(config)
-            headers = {"Authorization": f"Bearer {token}"} if token else {}
-            check_daemon(url, headers, user_id)
-            fn(url, headers, user_id)
+            token = token_for(config)
+            # "" when there is no token: send none, and read no config again
+            with Client(url, token or "") as client, contextlib.suppress(UserNotFoundError):
+                client.get_user(user_id)  # the daemon answers and takes the token
+            fn(url, {"Authorization": f"Bearer {token}"} if token else {}, user_id)
 
         return command
 

@@ -1,5 +1,6 @@
-"""The daemon and the commands that work on its data directory in-process: serve, ingest,
-query, rebuild, the router / memory / tiers groups, export, import and doctor."""
+"""The daemon and the commands about its data: serve, ingest, query, rebuild, the router /
+memory / tiers groups, export, import and doctor. The commands a running daemon can answer go to
+it (:mod:`memoryd.cli.target`); the others open the data directory in-process."""
 
 from __future__ import annotations
 
@@ -24,13 +25,12 @@ from memoryd.cli.base import (
     search_option,
     setup_logging,
 )
+from memoryd.cli.target import Memory, memory_for, url_option
 from memoryd.config import default_config_path
 from memoryd.errors import ConfigError
 from memoryd.heap import limit_malloc_arenas
-from memoryd.ingest import NewTurn
-from memoryd.models import LogLevel, SearchMode
-from memoryd.retrieve import QueryParams, render_context
-from memoryd.schemas import FactList, QueryReply, TaskList, TurnIn, dump
+from memoryd.models import LogLevel
+from memoryd.schemas import QueryRequest, TurnIn, dump
 from memoryd.service import MemoryService
 from memoryd.settings import SETTINGS
 
@@ -94,21 +94,21 @@ def _jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
                     raise click.ClickException(f"{path}:{number}: not JSON ({exc.msg})") from exc
 
 
-def _turn_from_line(path: Path, number: int, data: dict[str, Any]) -> NewTurn:
+def _turn_from_line(path: Path, number: int, data: dict[str, Any]) -> TurnIn:
     try:
-        return TurnIn.model_validate(data).to_new_turn()
+        return TurnIn.model_validate(data)
     except ValueError as exc:
         first = str(exc).splitlines()[1:3]
         raise click.ClickException(f"{path}:{number}: {' '.join(first)}") from exc
 
 
 def _ingest_batches(
-    service: MemoryService, user_id: str, turns: list[NewTurn], batch: int, label: str
+    memory: Memory, user_id: str, turns: list[TurnIn], batch: int, label: str
 ) -> tuple[int, int]:
     added = duplicates = 0
     with tqdm(total=len(turns), desc=label, unit="turn", file=sys.stderr) as bar:
         for start in range(0, len(turns), batch):
-            receipts = service.ingest(user_id, turns[start : start + batch])
+            receipts = memory.ingest(user_id, turns[start : start + batch]).turns
             dup = sum(r.duplicate for r in receipts)
             added, duplicates = added + len(receipts) - dup, duplicates + dup
             bar.update(len(receipts))
@@ -128,6 +128,7 @@ def _ingest_batches(
     help="jsonl: one turn object per line. locomo: the LoCoMo file, one user per conversation.",
 )
 @click.option("--batch", type=click.IntRange(1, 256), default=64, show_default=True)
+@url_option
 @domain_errors
 def ingest(
     config_path: Path | None,
@@ -137,6 +138,7 @@ def ingest(
     user_id: str | None,
     fmt: str,
     batch: int,
+    url: str | None,
 ) -> None:
     """Ingest turns from PATH.
 
@@ -146,20 +148,22 @@ def ingest(
     locomo: turn_id = dia_id, session dates parsed; users are named <prefix>-<sample_id>
             (prefix = --user, default "locomo")
     """
+    if fmt == "jsonl" and not user_id:
+        raise click.UsageError("--user is required for jsonl input")
     config = load(config_path, data_dir=data_dir, model_dir=model_dir)
-    with open_service(config) as service:
+    with memory_for(config, url) as memory:
         if fmt == "locomo":
             from memoryd.eval import load_locomo
 
             for conv in load_locomo(path):
                 uid = f"{user_id or 'locomo'}-{conv.sample_id}"
-                added, dup = _ingest_batches(service, uid, conv.turns, batch, uid)
+                turns = [TurnIn.of(t) for t in conv.turns]
+                added, dup = _ingest_batches(memory, uid, turns, batch, uid)
                 click.echo(f"{uid}: {added} turns added, {dup} already present")
             return
-        if not user_id:
-            raise click.UsageError("--user is required for jsonl input")
+        assert user_id is not None
         turns = [_turn_from_line(path, n, d) for n, d in _jsonl(path)]
-        added, dup = _ingest_batches(service, user_id, turns, batch, user_id)
+        added, dup = _ingest_batches(memory, user_id, turns, batch, user_id)
         click.echo(f"{user_id}: {added} turns added, {dup} already present")
 
 
@@ -175,6 +179,7 @@ def ingest(
 @click.option("--after", help="Episodes after this event (text or episode id).")
 @search_option
 @click.option("--json", "as_json", is_flag=True, help="Print the full JSON reply.")
+@url_option
 @domain_errors
 def query(
     config_path: Path | None,
@@ -190,25 +195,25 @@ def query(
     after: str | None,
     search: str | None,
     as_json: bool,
+    url: str | None,
 ) -> None:
     """Ask USER's memory TEXT; print the rendered context (or --json, with the tier trace)."""
-    params = QueryParams(
-        query=text,
-        k=k,
-        entities=entities,
-        people=people,
-        when=when,
-        before=before,
-        after=after,
-        search=SearchMode(search) if search else None,
+    request = QueryRequest.model_validate(
+        {
+            "query": text,
+            "k": k,
+            "entities": list(entities),
+            "people": list(people),
+            "when": when,
+            "before": before,
+            "after": after,
+            "search": search,
+        }
     )
     config = load(config_path, data_dir=data_dir, model_dir=model_dir)
-    with open_service(config) as service:
-        result = service.query(user_id, params)
-        if as_json:
-            click.echo(dump(QueryReply.of(text, result)))
-        else:
-            click.echo(render_context(result) or "(nothing recalled)")
+    with memory_for(config, url) as memory:
+        reply = memory.query(user_id, request)
+    click.echo(dump(reply) if as_json else reply.context or "(nothing recalled)")
 
 
 # -- maintenance ---------------------------------------------------------------------------
@@ -230,7 +235,7 @@ def rebuild(
 
 @click.group()
 def router() -> None:
-    """Inspect and steer a user's self-enhancing router (the daemon must be stopped).
+    """Inspect and steer a user's self-enhancing router (label: with the daemon stopped).
 
     \b
     memoryd router status --user alice      round, tau_t, pool, queue, LLM share, validation
@@ -246,9 +251,33 @@ def _echo(result: BaseModel | dict[str, Any]) -> None:
 
 
 def _user_command(
-    group: click.Group, name: str, summary: str, call: Callable[[Any, str], Any]
+    group: click.Group, name: str, summary: str, call: Callable[[Memory, str], BaseModel]
 ) -> None:
-    """A ``group`` subcommand that opens the data directory and prints ``call(service, user)``."""
+    """A ``group`` subcommand printing ``call(memory, user)``: the daemon's answer when one
+    runs, else the data directory's (:func:`~memoryd.cli.target.memory_for`)."""
+
+    @group.command(name, help=summary)
+    @config_options
+    @click.option("--user", "user_id", required=True)
+    @url_option
+    @domain_errors
+    def command(
+        config_path: Path | None,
+        data_dir: Path | None,
+        model_dir: Path | None,
+        user_id: str,
+        url: str | None,
+    ) -> None:
+        config = load(config_path, data_dir=data_dir, model_dir=model_dir)
+        with memory_for(config, url) as memory:
+            _echo(call(memory, user_id))
+
+
+def _local_command(
+    group: click.Group, name: str, summary: str, call: Callable[[MemoryService, str], Any]
+) -> None:
+    """A ``group`` subcommand that opens the data directory (the daemon must be stopped: it
+    runs the same work in its background jobs) and prints ``call(service, user)``."""
 
     @group.command(name, help=summary)
     @config_options
@@ -266,9 +295,9 @@ _user_command(
     router,
     "status",
     "Show USER's router: round, tau_t, pool, queue, LLM share per round, last validation.",
-    lambda service, user: service.router_status(user),
+    lambda memory, user: memory.router_status(user),
 )
-_user_command(
+_local_command(
     router,
     "label",
     "Label USER's queued turns now with the configured LLM (waits out retry backoffs).",
@@ -278,19 +307,19 @@ _user_command(
     router,
     "train",
     "Run a training round for USER now (its head is used only if validation accepts it).",
-    lambda service, user: service.train_router(user),
+    lambda memory, user: memory.train_router(user),
 )
 _user_command(
     router,
     "rollback",
     "Route USER with the previous accepted head again.",
-    lambda service, user: service.rollback_router(user),
+    lambda memory, user: memory.rollback_router(user),
 )
 
 
 @click.group()
 def memory() -> None:
-    """Read a user's typed memory structures (the daemon must be stopped).
+    """Read a user's typed memory structures (abstract: with the daemon stopped).
 
     \b
     memoryd memory facts --user alice      facts, current and superseded (with validity)
@@ -303,15 +332,15 @@ _user_command(
     memory,
     "facts",
     "Print USER's facts: current ones and those a later fact superseded (current: false).",
-    lambda service, user: FactList.of(service.list_facts(user, history=True)),
+    lambda memory, user: memory.list_facts(user, history=True),
 )
 _user_command(
     memory,
     "tasks",
     "Print USER's tasks with their trajectories (pending, done, cancelled, expired).",
-    lambda service, user: TaskList.of(service.list_tasks(user, ())),
+    lambda memory, user: memory.list_tasks(user),
 )
-_user_command(
+_local_command(
     memory,
     "abstract",
     "Derive facts and rules from USER's new episodes with the configured LLM now.",
@@ -321,7 +350,7 @@ _user_command(
 
 @click.group()
 def tiers() -> None:
-    """Inspect and run a user's memory tiers (the daemon must be stopped).
+    """Inspect and run a user's memory tiers (importance: with the daemon stopped).
 
     \b
     memoryd tiers status --user alice       tier sizes, persona and drift, recent moves
@@ -337,15 +366,15 @@ _user_command(
     tiers,
     "status",
     "Show USER's tier sizes, persona profile and drift, last reshuffle and recent moves.",
-    lambda service, user: service.tiers_status(user),
+    lambda memory, user: memory.tiers(user),
 )
 _user_command(
     tiers,
     "reshuffle",
     "Re-score USER's active records and place them in tiers 1-3 now.",
-    lambda service, user: service.reshuffle(user),
+    lambda memory, user: memory.reshuffle(user),
 )
-_user_command(
+_local_command(
     tiers,
     "importance",
     "Replace the heuristic importance of a batch of USER's records with the LLM's rating.",
@@ -357,6 +386,7 @@ _user_command(
 @config_options
 @click.option("--user", "user_id", required=True)
 @click.option("--out", type=click.Path(path_type=Path, dir_okay=False), help="Default: stdout.")
+@url_option
 @domain_errors
 def export_cmd(
     config_path: Path | None,
@@ -364,13 +394,14 @@ def export_cmd(
     model_dir: Path | None,
     user_id: str,
     out: Path | None,
+    url: str | None,
 ) -> None:
     """Write USER's journal as versioned JSONL (header line, then every entry)."""
     config = load(config_path, data_dir=data_dir, model_dir=model_dir)
-    with open_service(config) as service:
+    with memory_for(config, url) as memory:
         stream = out.open("w") if out else sys.stdout
         try:
-            for record in service.export_user(user_id):
+            for record in memory.export(user_id):
                 stream.write(json.dumps(record) + "\n")
         finally:
             if out:
@@ -381,6 +412,7 @@ def export_cmd(
 @config_options
 @click.argument("path", type=click.Path(path_type=Path, exists=True, dir_okay=False))
 @click.option("--user", "user_id", help="Target user (default: the user named in the export).")
+@url_option
 @domain_errors
 def import_cmd(
     config_path: Path | None,
@@ -388,24 +420,18 @@ def import_cmd(
     model_dir: Path | None,
     path: Path,
     user_id: str | None,
+    url: str | None,
 ) -> None:
     """Load an export made by `memoryd export` into a user with no data."""
-    records = (d for _, d in _jsonl(path))
-    header = next(records, None)
+    header = next((d for _, d in _jsonl(path)), None)
     if header is None:
         raise click.ClickException(f"{path} is empty")
     target = user_id or header.get("user_id")
     if not target:
         raise click.UsageError("the export names no user: pass --user")
     config = load(config_path, data_dir=data_dir, model_dir=model_dir)
-    with open_service(config) as service:
-        counts = service.import_user(target, _with_first(header, records))
-    click.echo(json.dumps({"user_id": target, **counts}, indent=2))
-
-
-def _with_first(first: dict[str, Any], rest: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-    yield first
-    yield from rest
+    with memory_for(config, url) as memory:
+        _echo(memory.import_user(target, path))
 
 
 @click.command()

@@ -20,6 +20,7 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import Message, Receive, Scope, Send
 
+from memoryd.errors import InvalidUserIdError
 from memoryd.mcp.surface import MAX_SESSIONS, USER_HEADER, McpSurface
 from memoryd.models import USER_ID
 
@@ -34,68 +35,47 @@ def _error(status: int, kind: str, message: str, **headers: str) -> JSONResponse
 
 
 class McpEndpoint:
-    """ASGI app for ``/mcp`` and below; ``surface()`` is the running server (None until the
-    daemon is ready), ``check_token`` compares a bearer token (None: no auth)."""
+    """ASGI app for ``/mcp`` and below. ``surface()`` is the running server (None until the
+    daemon is ready); ``auth_problem(authorization header)`` says why a request may not pass
+    (None: it may; no function: no auth)."""
 
     def __init__(
         self,
         surface: Callable[[], McpSurface | None],
-        check_token: Callable[[str], bool] | None,
+        auth_problem: Callable[[str], str | None] | None,
         default_user: str,
     ) -> None:
         self.surface = surface
-        self.check_token = check_token
+        self.auth_problem = auth_problem
         self.default_user = default_user
         self.owners: OrderedDict[str, str] = OrderedDict()  # session id -> user
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = Headers(scope=scope)
-        user, refusal = self._admit(scope["path"], headers)
+        admitted = self._admit(scope["path"], headers)
         surface = self.surface()
-        if surface is None and refusal is None:
+        if isinstance(admitted, JSONResponse):
+            refusal = admitted
+        elif surface is None:
             refusal = _error(503, "Starting", "memoryd is starting; retry in a moment")
-        if refusal is not None or surface is None or user is None:
-            await (refusal or _error(500, "InternalError", "no user"))(scope, receive, send)
+        else:
+            bound = self._bound(scope, admitted)
+            await surface.handle(bound, receive, self._recording(send, admitted))
             return
-        await surface.handle(self._bound(scope, user), receive, self._recording(send, user))
+        await refusal(scope, receive, send)
 
-    def _admit(self, path: str, headers: Headers) -> tuple[str | None, JSONResponse | None]:
+    def _admit(self, path: str, headers: Headers) -> str | JSONResponse:
         """The user of an allowed request, or the reply that refuses it."""
-        refusal = self._refusal(headers)
-        if refusal is not None:
-            return None, refusal
-        user, refusal = self._user(path)
-        if user is not None:
-            refusal = self._foreign_session(headers, user)
-        return user, refusal
-
-    def _refusal(self, headers: Headers) -> JSONResponse | None:
-        if self.check_token is None:
-            return None
-        scheme, _, value = headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not value:
-            return _error(
-                401, "HTTPError", "missing bearer token", **{"WWW-Authenticate": "Bearer"}
-            )
-        if not self.check_token(value.strip()):
-            return _error(
-                401, "HTTPError", "invalid bearer token", **{"WWW-Authenticate": "Bearer"}
-            )
-        return None
-
-    def _user(self, path: str) -> tuple[str | None, JSONResponse | None]:
+        problem = self.auth_problem(headers.get("authorization", "")) if self.auth_problem else None
+        if problem is not None:
+            return _error(401, "HTTPError", problem, **{"WWW-Authenticate": "Bearer"})
         match = PATH.search(path)
         if match is None:
-            return None, _error(404, "HTTPError", "MCP is served at /mcp/ and /mcp/users/<user>/")
-        user = match["user"]
-        if user is None:
-            return self.default_user, None
+            return _error(404, "HTTPError", "MCP is served at /mcp/ and /mcp/users/<user>/")
+        user: str = match["user"] if match["user"] is not None else self.default_user
         if not USER_ID.match(user):
-            message = (
-                f"user id {user[:80]!r} is not allowed: use 1-64 characters from A-Z a-z 0-9 _ -"
-            )
-            return None, _error(400, "InvalidUserIdError", message)
-        return user, None
+            return _error(400, "InvalidUserIdError", str(InvalidUserIdError(user)))
+        return self._foreign_session(headers, user) or user
 
     def _foreign_session(self, headers: Headers, user: str) -> JSONResponse | None:
         session = headers.get(SESSION_HEADER)

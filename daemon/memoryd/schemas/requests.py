@@ -62,6 +62,19 @@ class TurnIn(Strict):
         """Naive means UTC; an offset is kept until the turn is stored (``Turn.utc_offset``)."""
         return value.replace(tzinfo=UTC) if value is not None and value.tzinfo is None else value
 
+    @classmethod
+    def of(cls, turn: NewTurn) -> TurnIn:
+        """The request body of a turn (the CLI sends files' turns to the daemon)."""
+        return cls(
+            turn_id=turn.turn_id,
+            session_id=turn.session_id,
+            role=turn.role.value,
+            text=turn.text,
+            ts=turn.ts,
+            speaker=turn.speaker,
+            metadata=turn.metadata or None,
+        )
+
     def to_new_turn(self) -> NewTurn:
         return NewTurn(
             session_id=self.session_id,
