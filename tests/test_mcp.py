@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -316,6 +319,25 @@ def test_mcp_can_be_turned_off(tmp_path, service_factory) -> None:
     app = create_app(config, service=service_factory(config), token=Secret(TOKEN))
     with TestClient(app) as client:
         assert client.post("/mcp/", json=INITIALIZE, headers=AUTH | ACCEPT).status_code == 404
+
+
+def test_a_daemon_without_mcp_does_not_load_the_sdk(tmp_path) -> None:
+    """The SDK costs ~37 MB of RSS: `memoryd serve` with mcp.enabled = false never imports it."""
+    code = (
+        "import sys; from memoryd.cli import main; from memoryd.app import create_app; "
+        "from support.config import make_config; from pathlib import Path; "
+        f"create_app(make_config(Path({str(tmp_path)!r}), **{{'mcp.enabled': False}})); "
+        "print(sorted(m for m in sys.modules if m == 'mcp' or m.startswith(('mcp.', 'mcp_types'))))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).parent,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
 
 
 def test_all_tools_and_allowed_hosts(tmp_path, service_factory) -> None:

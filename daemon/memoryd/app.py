@@ -35,7 +35,6 @@ from memoryd.api import (
 )
 from memoryd.config import Config
 from memoryd.jobs import Jobs
-from memoryd.mcp import McpEndpoint, McpMetrics, McpSurface
 from memoryd.service import MemoryService
 
 log = logging.getLogger(__name__)
@@ -170,7 +169,12 @@ def create_app(
 
 
 def _mount_mcp(app: FastAPI, config: Config, token: Secret | None) -> None:
-    """MCP at /mcp/ and /mcp/users/<user>/, behind the same token as /v1."""
+    """MCP at /mcp/ and /mcp/users/<user>/, behind the same token as /v1.
+
+    The MCP SDK is imported here, only when MCP is on: it costs the daemon ~37 MB of RSS
+    (docs/decisions.md, "MCP in the daemon")."""
+    from memoryd.mcp import McpEndpoint, McpMetrics
+
     app.state.mcp = None
     app.state.mcp_metrics = McpMetrics(app.state.metrics.registry)
     secret = token if config.auth.enabled else None
@@ -186,6 +190,8 @@ async def _mcp_running(app: FastAPI, config: Config) -> AsyncIterator[None]:
     if not config.mcp.enabled:
         yield
         return
+    from memoryd.mcp import McpSurface
+
     surface = McpSurface(app.state.service, config, app.state.mcp_metrics)
     async with surface.running():
         app.state.mcp = surface

@@ -10,7 +10,6 @@ from pathlib import Path
 import anyio
 import click
 
-from memoryd.bridge import read_resource, serve_stdio
 from memoryd.cli.base import config_options, domain_errors, load, setup_logging
 from memoryd.client import Client, daemon_url, token_for
 from memoryd.errors import InvalidUserIdError, UserNotFoundError
@@ -65,6 +64,8 @@ def mcp_cmd(url: str, headers: dict[str, str], user_id: str) -> None:
     \b
     {"mcpServers": {"memory": {"command": "memoryd", "args": ["mcp", "--user", "me"]}}}
     """
+    from memoryd.bridge import serve_stdio  # the MCP SDK: only for the commands that use it
+
     anyio.run(serve_stdio, url, headers, user_id)
 
 
@@ -73,4 +74,6 @@ def context_cmd(url: str, headers: dict[str, str], user_id: str) -> None:
     """Print what an agent should know at the start of a conversation: open tasks, tasks
     finished this week and the user's profile (the daemon's memoryd://session-start MCP
     resource). Made for session-start hooks, e.g. Claude Code's SessionStart."""
+    from memoryd.bridge import read_resource
+
     click.echo(anyio.run(read_resource, url, headers, user_id, "memoryd://session-start"))
