@@ -8,6 +8,8 @@ receipt or a short list otherwise.
 
 from __future__ import annotations
 
+from abc import abstractmethod
+
 from pydantic import BaseModel, Field
 
 from memoryd.models import MemoryType
@@ -55,9 +57,9 @@ class Scoped(BaseModel):
 
     user_id: str = Field(description="the user this connection is bound to")
 
+    @abstractmethod
     def render(self) -> str:
         """What the agent reads."""
-        raise NotImplementedError
 
 
 def one_memory(memory: MemoryReply) -> str:
