@@ -19,7 +19,7 @@ LOCOMO ?= ../shared/data/locomo/locomo10.json
 export HF_HUB_OFFLINE := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: run test install models lint check-arm64 bench bench-scale bench-tiers eval config clean eval-router
+.PHONY: run test install models lint check-arm64 bench bench-scale bench-tiers eval config clean eval-router fuzz
 
 run: install models
 	$(BIN)/memoryd serve
@@ -104,6 +104,12 @@ check-arm64: install
 bench: install models
 	$(BIN)/python scripts/bench.py
 	$(BIN)/python scripts/bench_mcp.py
+
+# The schema fuzzer against a real daemon, for FUZZ_S seconds (`make test` runs a short one):
+# no 5xx, replies as documented, bad input refused, nothing of another user lost.
+FUZZ_S ?= 600
+fuzz: install models
+	OPENBLAS_NUM_THREADS=1 $(BIN)/python scripts/fuzz.py --max-time $(FUZZ_S)
 
 # The scale curve up to 100k turns in one user (about half an hour on 2 cores).
 bench-scale: install models

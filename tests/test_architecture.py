@@ -23,12 +23,17 @@ PACKAGE = REPO / "daemon" / "memoryd"
 
 # Lowest first; a module may import its own layer and any layer below it.
 LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
-    ("base", frozenset({"__init__", "models", "errors", "settings", "config", "text"})),
+    (
+        "base",
+        frozenset(
+            {"__init__", "models", "errors", "settings", "config", "text", "files", "tokens"}
+        ),
+    ),
     ("engines", frozenset({"store", "encoder", "routing_corpus", "llm", "writer", "heap"})),
     ("domain: records", frozenset({"memory", "router", "persona"})),
     ("domain: pipelines", frozenset({"ingest", "retrieve", "tiers"})),
     ("domain: the user", frozenset({"workspace"})),
-    ("service", frozenset({"service", "registry", "labelling", "portability"})),
+    ("service", frozenset({"service", "registry", "labelling", "portability", "backup"})),
     (
         "surfaces",
         frozenset(

@@ -140,7 +140,7 @@ def test_dates_and_user_ids() -> None:
         parse_lme_date("2023-05-20 02:21")
     assert user_id_for("gpt4_2655b836") == "lme-gpt4_2655b836"
     odd = [user_id_for("a/b"), user_id_for("a.b"), user_id_for("q" * 100)]
-    assert all(USER_ID.match(u) for u in odd) and len(set(odd)) == 3
+    assert all(USER_ID.fullmatch(u) for u in odd) and len(set(odd)) == 3
 
 
 def test_corpus_ids_noans_renaming_and_skips() -> None:

@@ -146,7 +146,7 @@ def test_facts_tasks_and_feedback_api(server: ServerProcess) -> None:
         assert [t["id"] for t in listed] == ["physio"]
 
         vote = c.post(f"{USER}/memories/{current[0]['id']}/feedback", json={"value": "positive"})
-        assert vote.status_code == 422 and "feedback applies" in vote.text
+        assert vote.status_code == 409 and "feedback applies" in vote.text
         assert c.post(f"{USER}/memories/x/feedback", json={"value": "meh"}).status_code == 422
         before = c.get(f"{USER}/facts", params={"history": "true"}).json()
         tasks_before = c.get(f"{USER}/tasks").json()

@@ -337,7 +337,7 @@ class TestTasks:
         with pytest.raises(ConflictError, match="already done"):
             service.update_task("u", "k1", TaskStatus.DONE)
         say(service, "I live in Oslo", start=9)
-        with pytest.raises(InvalidInputError, match="not a task"):
+        with pytest.raises(ConflictError, match="not a task"):
             service.update_task("u", facts(service)[0]["id"], TaskStatus.DONE)
         with pytest.raises(ConflictError, match="names a semantic memory"):
             service.create_task("u", "renew passport", task_id=facts(service)[0]["id"])
@@ -388,7 +388,7 @@ class TestRules:
         voted = memory_json(service.feedback("u", rule["id"], positive=False))
         assert (voted["record"]["positive"], voted["record"]["negative"]) == (1, 1)
         say(service, "I live in Oslo", start=5)
-        with pytest.raises(InvalidInputError, match="feedback applies"):
+        with pytest.raises(ConflictError, match="feedback applies"):
             service.feedback("u", facts(service)[0]["id"], positive=True)
 
 

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Iterator
 from functools import partial
 
 import anyio.to_thread
-from fastapi import Depends, FastAPI
+from fastapi import Depends, FastAPI, Security
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 from starlette.concurrency import run_in_threadpool
@@ -21,12 +21,13 @@ from starlette.routing import Route
 
 from memoryd import __version__
 from memoryd.api import (
+    BEARER_SCHEME,
     STREAMED_BODIES,
     BearerAuth,
     BodyLimitMiddleware,
     Metrics,
     MetricsMiddleware,
-    Secret,
+    Token,
     bearer_problem,
     install_error_handlers,
     load_or_create_token,
@@ -108,14 +109,16 @@ async def _recover(app: FastAPI) -> None:
 
 
 def create_app(
-    config: Config, service: MemoryService | None = None, token: Secret | None = None
+    config: Config, service: MemoryService | None = None, token: Token | None = None
 ) -> FastAPI:
     """Build the ASGI app around a service (built in the lifespan when not given).
 
     ``token`` defaults to the configured one or ``<data_dir>/token``; with ``auth.enabled =
     false`` no token is asked for.
     """
-    if config.auth.enabled and token is None:
+    if not config.auth.enabled:
+        token = None
+    elif token is None:
         token = load_or_create_token(config.data_dir, config.auth.token)
     owns_service = service is None
 
@@ -156,9 +159,8 @@ def create_app(
     app.state.metrics.registry.register(RouterCollector(app))
     install_error_handlers(app)
     app.include_router(ops_router())
-    app.include_router(
-        v1_router(), dependencies=[Depends(BearerAuth(token if config.auth.enabled else None))]
-    )
+    guards = [Depends(BearerAuth(token)), Security(BEARER_SCHEME)] if token is not None else []
+    app.include_router(v1_router(), dependencies=guards)
     app.add_middleware(
         BodyLimitMiddleware, limit=config.limits.max_body_bytes, streamed=STREAMED_BODIES
     )
@@ -168,7 +170,7 @@ def create_app(
     return app
 
 
-def _mount_mcp(app: FastAPI, config: Config, token: Secret | None) -> None:
+def _mount_mcp(app: FastAPI, config: Config, token: Token | None) -> None:
     """MCP at /mcp/ and /mcp/users/<user>/, behind the same token as /v1.
 
     The MCP SDK is imported here, only when MCP is on: it costs the daemon ~37 MB of RSS
@@ -177,8 +179,7 @@ def _mount_mcp(app: FastAPI, config: Config, token: Secret | None) -> None:
 
     app.state.mcp = None
     app.state.mcp_metrics = McpMetrics(app.state.metrics.registry)
-    secret = token if config.auth.enabled else None
-    check = partial(bearer_problem, secret) if secret is not None else None
+    check = partial(bearer_problem, token) if token is not None else None
     endpoint = McpEndpoint(lambda: app.state.mcp, check, config.mcp.default_user)
     app.router.routes.append(Route("/mcp{rest:path}", endpoint, include_in_schema=False))
 

@@ -63,6 +63,7 @@ from memoryd.schemas import (
     UserCounts,
     UserRemoved,
 )
+from memoryd.tokens import read_token
 
 __all__ = ["AsyncClient", "Calls", "Client", "RemoteError", "daemon_url", "token_for"]
 
@@ -87,8 +88,7 @@ def token_for(config: Config) -> str | None:
         return token
     if config.auth.token:
         return config.auth.token
-    path = config.data_dir / "token"
-    return path.read_text().strip() if path.is_file() else None
+    return read_token(config.data_dir)
 
 
 # -- errors ----------------------------------------------------------------------------------
@@ -211,7 +211,7 @@ class Calls:
     def patch_memory(
         user_id: str, memory_id: str, text: str | None = None, importance: float | None = None
     ) -> Call[MemoryReply]:
-        body = MemoryPatchIn(text=text, importance=importance)
+        body = MemoryPatchIn.of(text, importance)
         return Call("PATCH", _user(user_id, "memories", memory_id), MemoryReply, body=body)
 
     @staticmethod

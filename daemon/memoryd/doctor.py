@@ -1,4 +1,5 @@
-"""Checks behind `memoryd doctor`: what is configured, what is missing, and why it matters."""
+"""Checks behind `memoryd doctor`: what is configured, what is missing, and why it matters;
+with ``--deep``, every user's journal and the privacy of every file in the data directory."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from pathlib import Path
 
 from memoryd.config import Config
 from memoryd.encoder import MANIFEST_FILE, MODEL_FILE, TOKENIZER_FILE, sha256_file
+from memoryd.store import integrity_problems
+from memoryd.workspace import JOURNAL_FILE
 
 ROUTER_HEAD_FILE = "router_head.npz"
 ROUTER_SEED_FILE = "router_seed.npz"
@@ -76,3 +79,28 @@ def run_checks(config: Config) -> list[Check]:
     checks += list(_llm_checks(config))
     checks += list(_data_dir_checks(config.data_dir))
     return checks
+
+
+def deep_checks(config: Config) -> Iterator[Check]:
+    """SQLite's integrity check on every user's journal (a damaged one is refused by the
+    daemon), and every file and directory of the data directory private (0600 / 0700)."""
+    users = config.data_dir / "users"
+    for journal in sorted(users.glob(f"*/{JOURNAL_FILE}")) if users.is_dir() else []:
+        user = journal.parent.name
+        problems = integrity_problems(journal)
+        yield (
+            not problems,
+            f"journal of user {user!r} passes integrity_check",
+            f"{'; '.join(problems)[:300]}: restore it with "
+            f"`memoryd restore BACKUP --user {user}` (daemon stopped), or delete the user",
+        )
+    loose = [
+        f"{path} is {oct(stat.S_IMODE(path.stat().st_mode))}"
+        for path in [config.data_dir, *config.data_dir.rglob("*")]
+        if config.data_dir.exists() and stat.S_IMODE(path.stat().st_mode) & 0o077
+    ]
+    yield (
+        not loose,
+        f"every file in {config.data_dir} is private to its owner",
+        f"{len(loose)} are not ({', '.join(loose[:3])}): chmod -R go-rwx {config.data_dir}",
+    )

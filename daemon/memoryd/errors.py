@@ -19,6 +19,8 @@ one-line message and a non-zero exit code. Nothing here knows about HTTP.
     ├── DaemonUnavailableError      no daemon answers at a URL (clients, the stdio bridge)
     ├── StoreError                  a storage engine failed; the message names the store
     │   ├── JournalError
+    │   │   ├── DiskFullError       no space left for a journal write (nothing was written)
+    │   │   └── JournalDamagedError a journal that fails SQLite's integrity check
     │   ├── GraphError
     │   └── VectorIndexError
     ├── ClosedError                 a component was used after close()
@@ -128,6 +130,29 @@ class JournalError(StoreError):
     store = "journal"
 
 
+class DiskFullError(JournalError):
+    """The file system holding the data is full: the write was not stored."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        super().__init__(
+            f"the file system holding {path} is full: nothing was written; free space and send "
+            "it again"
+        )
+
+
+class JournalDamagedError(JournalError):
+    """A user's journal fails SQLite's integrity check: it is not used until restored."""
+
+    def __init__(self, user_id: str, problem: str) -> None:
+        self.user_id, self.problem = user_id, problem
+        super().__init__(
+            f"the journal of user {user_id!r} is damaged ({problem}) and is not used: restore "
+            f"it with `memoryd restore BACKUP --user {user_id}` (daemon stopped), or delete the "
+            "user; `memoryd doctor --deep` checks every journal"
+        )
+
+
 class GraphError(StoreError):
     store = "graph"
 
@@ -160,9 +185,10 @@ class LLMTimeoutError(LLMError):
 
 
 class LLMOutputError(LLMError):
-    """The answer is not JSON or does not fit the schema; ``raw`` is the answer as received."""
+    """The answer is not JSON or does not fit the schema; ``raw`` is the answer as received.
+    The message leaves the answer out: it may repeat what the user said, and messages are
+    logged."""
 
     def __init__(self, backend: str, problem: str, raw: str) -> None:
         self.problem, self.raw = problem, raw
-        shown = raw if len(raw) <= 120 else raw[:117] + "..."
-        super().__init__(backend, f"bad answer ({problem}): {shown!r}")
+        super().__init__(backend, f"bad answer ({problem}; {len(raw)} characters)")

@@ -16,7 +16,11 @@ from datetime import datetime, timedelta, timezone
 from enum import IntEnum, StrEnum
 from typing import Any
 
-USER_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # a user id names a directory
+# A user id names a directory: match it whole with USER_ID.fullmatch (``$`` would let a
+# trailing newline through). USER_ID_PATTERN is the same rule for JSON schemas.
+USER_ID_CHARS = "[A-Za-z0-9_-]{1,64}"
+USER_ID = re.compile(USER_ID_CHARS)
+USER_ID_PATTERN = f"^{USER_ID_CHARS}$"
 
 
 class Label(StrEnum):

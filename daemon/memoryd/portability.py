@@ -6,7 +6,7 @@ by an LLM or a client, recall counts and last accesses. Version 1 exports (befor
 record existed) import too. An import replays the records through the same journal writes as
 the live daemon, so the user it makes is the one exported, projections included.
 
-    for record in export_records(ws, "alice", __version__, now): ...
+    for record in export_records(ws.journal, ws.headers, "alice", __version__, now): ...
     import_records(ws, records)
 """
 
@@ -22,6 +22,8 @@ from typing import Any
 
 from memoryd.errors import InvalidInputError
 from memoryd.store import (
+    HeaderStore,
+    Journal,
     LogKind,
     TurnEntry,
     change_of_payload,
@@ -53,10 +55,11 @@ HEADERS_RECORD = "headers"
 
 
 def export_records(
-    ws: Workspace, user_id: str, version: str, now: datetime
+    journal: Journal, headers: HeaderStore, user_id: str, version: str, now: datetime
 ) -> Iterator[dict[str, Any]]:
     """The user's journal as versioned records: a header, every log entry in order, the
-    headers record. ``version`` is memoryd's."""
+    headers record. ``version`` is memoryd's. Reads only the journal file (a workspace's
+    stores, or a backup's copy)."""
     yield {
         "format": EXPORT_FORMAT,
         "version": EXPORT_VERSION,
@@ -64,7 +67,7 @@ def export_records(
         "user_id": user_id,
         "exported_at": now.isoformat(),
     }
-    for entry in ws.journal.entries():
+    for entry in journal.entries():
         record: dict[str, Any] = {
             "seq": entry.seq,
             "kind": entry.kind.value,
@@ -72,12 +75,12 @@ def export_records(
             "payload": entry.payload,
         }
         if entry.kind is LogKind.TURN:
-            found = ws.journal.turn(entry.ref)
+            found = journal.turn(entry.ref)
             if found is not None:
                 record["embedding"] = base64.b64encode(encode_embedding(found[1])).decode()
                 record["reply"] = receipt_payload(found[2])
         yield record
-    yield {"kind": HEADERS_RECORD, "headers": ws.headers.export()}
+    yield {"kind": HEADERS_RECORD, "headers": headers.export()}
 
 
 def check_header(header: dict[str, Any] | None) -> None:

@@ -14,11 +14,13 @@ as ``dict``. How a result looks in JSON is decided by :mod:`memoryd.schemas`, no
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import logging
 import os
 import shutil
+import stat
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -36,8 +38,10 @@ from memoryd.errors import (
     ConfigError,
     ConflictError,
     DataDirBusyError,
+    DiskFullError,
     InvalidInputError,
     InvalidUserIdError,
+    JournalDamagedError,
     LLMError,
     MemorydError,
     TurnNotFoundError,
@@ -70,8 +74,15 @@ from memoryd.retrieve import (
     Sufficiency,
 )
 from memoryd.router import Router, RouterHead, SelfEnhancingRouter
-from memoryd.store import StoredMemory
-from memoryd.workspace import LABEL_OUTCOMES, MemoryPatch, Shared, UndoneFact, Workspace
+from memoryd.store import StoredMemory, integrity_problems
+from memoryd.workspace import (
+    JOURNAL_FILE,
+    LABEL_OUTCOMES,
+    MemoryPatch,
+    Shared,
+    UndoneFact,
+    Workspace,
+)
 
 __all__ = [
     "USER_ID",
@@ -92,7 +103,7 @@ EXPANSION_THREADS = 4  # one per typed expansion of a query
 
 
 def check_user_id(user_id: str) -> str:
-    if not USER_ID.match(user_id):
+    if not USER_ID.fullmatch(user_id):
         raise InvalidUserIdError(user_id)
     return user_id
 
@@ -168,6 +179,7 @@ class MemoryService:
         self._expander = ThreadPoolExecutor(EXPANSION_THREADS, thread_name_prefix="expand")
         self._importing: set[str] = set()  # users an import is filling (guarded by the lock)
         self._importing_lock = threading.Lock()
+        self._sound: set[str] = set()  # users whose journal passed the integrity check
         self._closed = False
 
     @classmethod
@@ -183,7 +195,26 @@ class MemoryService:
         return self.users_dir / check_user_id(user_id)
 
     def _open(self, user_id: str) -> Workspace:
-        return Workspace(user_id, self._user_dir(user_id), self.shared)
+        directory = self._user_dir(user_id)
+        self._check_journal(user_id, directory / JOURNAL_FILE)
+        try:
+            return Workspace(user_id, directory, self.shared)
+        except OSError as exc:
+            if exc.errno == errno.ENOSPC:
+                raise DiskFullError(str(directory)) from exc
+            raise
+
+    def _check_journal(self, user_id: str, path: Path) -> None:
+        """The first open of a user in this process runs SQLite's integrity check on its
+        journal: a damaged journal is refused (JournalDamagedError), never used."""
+        if user_id in self._sound or not path.exists():
+            return
+        problems = integrity_problems(path)
+        if problems:
+            error = JournalDamagedError(user_id, "; ".join(problems)[:300])
+            log.error("%s", error)
+            raise error
+        self._sound.add(user_id)
 
     def user_exists(self, user_id: str) -> bool:
         return self._user_dir(user_id).is_dir()
@@ -479,25 +510,35 @@ class MemoryService:
         """Open every user once so that projections replay what they miss (start-up), and
         resume the labelling of turns still queued for the LLM."""
         replayed: dict[str, int] = {}
+        rebuilt: list[str] = []
         for user_id in self.users_with_data():
             try:
                 with self._lease(user_id) as ws:
                     replayed[user_id] = ws.replayed_on_open
+                    rebuilt += [f"{user_id} {name}" for name in ws.rebuilt_on_open]
                     if ws.has_deferred:
                         self.labelling.add(user_id)
+            except JournalDamagedError:
+                continue  # logged when found; the user is refused until restored
             except Exception:
                 log.exception("recovering user %s failed", user_id)
-        total = sum(replayed.values())
         log.info(
-            "start-up recovery: %d users checked, %d journal entries replayed", len(replayed), total
+            "start-up recovery: %d users checked, %d journal entries replayed, %s rebuilt",
+            len(replayed),
+            sum(replayed.values()),
+            ", ".join(rebuilt) or "no projection",
         )
         return replayed
 
     def delete_user(self, user_id: str) -> dict[str, int]:
         """Remove the user's journal, graph, vectors and router data; return what was removed."""
-        with self._lease(user_id) as ws:
-            counts = ws.counts()
+        try:
+            with self._lease(user_id) as ws:
+                counts = ws.counts()
+        except JournalDamagedError:
+            counts = {}  # a damaged journal can still be forgotten
         files = self._remove_user(user_id)
+        self._sound.discard(user_id)
         log.info("deleted user %s (%d turns)", user_id, counts.get("turns", 0))
         return {
             "turns": counts.get("turns", 0),
@@ -544,7 +585,7 @@ class MemoryService:
 
     def _export(self, user_id: str) -> Iterator[dict[str, Any]]:
         with self._lease(user_id) as ws:
-            yield from export_records(ws, user_id, __version__, _now())
+            yield from export_records(ws.journal, ws.headers, user_id, __version__, _now())
 
     def import_user(self, user_id: str, records: Iterable[dict[str, Any]]) -> dict[str, int]:
         """Load an export into a user that has no data yet; returns counts. All or nothing:
@@ -623,7 +664,16 @@ def data_dir_in_use(data_dir: Path) -> bool:
 
 
 def _lock_data_dir(data_dir: Path) -> int:
-    data_dir.mkdir(parents=True, exist_ok=True)
+    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    mode = stat.S_IMODE(data_dir.stat().st_mode)
+    if mode & 0o077:
+        data_dir.chmod(mode & 0o700)
+        log.warning(
+            "data directory %s was mode %s: made it private (%s)",
+            data_dir,
+            oct(mode),
+            oct(mode & 0o700),
+        )
     fd = os.open(data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -467,7 +467,7 @@ SETTINGS: tuple[Setting, ...] = (
         "mcp.default_user",
         "default",
         "The user /mcp/ serves; /mcp/users/<user>/ serves another. No tool takes a user.",
-        check=lambda v: bool(USER_ID.match(v)),
+        check=lambda v: bool(USER_ID.fullmatch(v)),
         rule="use 1-64 characters from A-Z a-z 0-9 _ -",
     ),
     Setting(

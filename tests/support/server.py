@@ -37,8 +37,8 @@ class ServerProcess:
                 str(model_dir),
                 *extra,
             ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,  # uvicorn's access log goes to stdout: keep it too
             text=True,
             env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})},
         )
@@ -50,11 +50,11 @@ class ServerProcess:
         self.url = f"http://127.0.0.1:{self.port}"
 
     def _wait_for_port(self) -> int:
-        assert self.proc.stderr is not None
+        assert self.proc.stdout is not None
         timer = threading.Timer(STARTUP_TIMEOUT_S, self.proc.kill)
         timer.start()
         try:
-            for line in self.proc.stderr:
+            for line in self.proc.stdout:
                 self.log.append(line)
                 if m := re.search(r"running on http://127\.0\.0\.1:(\d+)", line):
                     return int(m.group(1))
@@ -63,8 +63,8 @@ class ServerProcess:
         raise RuntimeError("memoryd did not start:\n" + "".join(self.log))
 
     def _drain(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
             self.log.append(line)
 
     def client(self, timeout: float = 60) -> httpx.Client:
@@ -79,8 +79,8 @@ class ServerProcess:
     def _finish(self, timeout: float) -> int:
         code = self.proc.wait(timeout)
         self._drainer.join(10)
-        assert self.proc.stderr is not None
-        self.proc.stderr.close()
+        assert self.proc.stdout is not None
+        self.proc.stdout.close()
         return code
 
     def kill(self) -> None:

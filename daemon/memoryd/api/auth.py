@@ -1,53 +1,30 @@
-"""Bearer-token auth for /v1 routes. The token lives in ``<data_dir>/token`` (mode 0600)."""
+"""Bearer-token auth for /v1 routes (and /mcp); the token itself is :mod:`memoryd.tokens`."""
 
 from __future__ import annotations
 
-import hmac
-import logging
-import os
-import secrets
-from pathlib import Path
-
 from fastapi import HTTPException, Request
+from fastapi.security import HTTPBearer
 
-log = logging.getLogger(__name__)
+from memoryd.tokens import Secret, TokenFile, load_or_create_token
 
-TOKEN_FILE = "token"
+__all__ = [
+    "BEARER_SCHEME",
+    "BearerAuth",
+    "Secret",
+    "Token",
+    "bearer_problem",
+    "load_or_create_token",
+]
 
+Token = Secret | TokenFile  # a configured token, or the token file (re-read when rotated)
 
-class Secret:
-    """A string whose repr hides it."""
-
-    def __init__(self, value: str) -> None:
-        self._value = value
-
-    def __repr__(self) -> str:
-        return "Secret('**********')"
-
-    def __str__(self) -> str:
-        return self._value
-
-    def matches(self, candidate: str) -> bool:
-        return hmac.compare_digest(self._value.encode(), candidate.encode())
-
-
-def load_or_create_token(data_dir: Path, configured: str = "") -> Secret:
-    """The configured token, else the one in ``<data_dir>/token``, else a new one written there."""
-    if configured:
-        return Secret(configured)
-    path = data_dir / TOKEN_FILE
-    if path.exists():
-        return Secret(path.read_text().strip())
-    data_dir.mkdir(parents=True, exist_ok=True)
-    token = secrets.token_urlsafe(32)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(token + "\n")
-    log.info("generated an API token in %s", path)
-    return Secret(token)
+# Declares the token in /openapi.json (BearerAuth does the checking).
+BEARER_SCHEME = HTTPBearer(
+    auto_error=False, description="The token in <data-dir>/token, or the auth.token setting"
+)
 
 
-def bearer_problem(token: Secret, authorization: str) -> str | None:
+def bearer_problem(token: Token, authorization: str) -> str | None:
     """Why an ``Authorization`` header does not carry ``token`` (None when it does)."""
     scheme, _, value = authorization.partition(" ")
     if scheme.lower() != "bearer" or not value:
@@ -60,12 +37,10 @@ def bearer_problem(token: Secret, authorization: str) -> str | None:
 class BearerAuth:
     """FastAPI dependency: 401 unless ``Authorization: Bearer <token>`` matches."""
 
-    def __init__(self, token: Secret | None) -> None:
+    def __init__(self, token: Token) -> None:
         self.token = token
 
     async def __call__(self, request: Request) -> None:
-        if self.token is None:
-            return
         problem = bearer_problem(self.token, request.headers.get("authorization", ""))
         if problem is not None:
             raise HTTPException(401, problem, headers={"WWW-Authenticate": "Bearer"})

@@ -13,12 +13,14 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from memoryd.errors import (
     ClosedError,
     ConfigError,
     ConflictError,
     DataDirBusyError,
+    DiskFullError,
     InvalidInputError,
     InvalidUserIdError,
     LLMError,
@@ -33,12 +35,15 @@ from memoryd.errors import (
 
 log = logging.getLogger(__name__)
 
+METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+
 STATUS: dict[type[Exception], int] = {
     InvalidUserIdError: 400,
     PayloadTooLargeError: 413,
     InvalidInputError: 422,
     NotFoundError: 404,
     ConflictError: 409,
+    DiskFullError: 507,
     ModelMissingError: 503,
     DataDirBusyError: 503,
     StoreError: 503,
@@ -71,7 +76,9 @@ def error_response(status: int, kind: str, message: str, **kw: Any) -> JSONRespo
 
 async def _memoryd_error(request: Request, exc: Exception) -> JSONResponse:
     status = status_for(exc)
-    if status >= 500:
+    if isinstance(exc, DiskFullError):  # the machine's state, not a fault: no traceback
+        log.warning("%s %s refused: %s", request.method, request.url.path, exc)
+    elif status >= 500:
         log.error("%s %s failed: %s", request.method, request.url.path, exc, exc_info=exc)
     return error_response(status, type(exc).__name__, str(exc))
 
@@ -94,7 +101,22 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     headers = getattr(exc, "headers", None)
+    if exc.status_code == 405:
+        headers = {**(headers or {}), "Allow": _allowed_methods(request)}
     return error_response(exc.status_code, "HTTPError", str(exc.detail), headers=headers)
+
+
+def _allowed_methods(request: Request) -> str:
+    """Every method some route serves at this path (Starlette's 405 names only the first
+    route's), found by asking the routes to match the request under each method."""
+    return ", ".join(
+        method
+        for method in METHODS
+        if any(
+            route.matches({**request.scope, "method": method})[0] is Match.FULL
+            for route in request.app.router.routes
+        )
+    )
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

@@ -11,17 +11,19 @@ import tempfile
 from collections.abc import Iterator
 from typing import IO, Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from fastapi.responses import PlainTextResponse, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.concurrency import run_in_threadpool
 
 from memoryd.api.middleware import Metrics
 from memoryd.errors import InvalidInputError, PayloadTooLargeError
-from memoryd.models import MemoryType, TaskStatus
+from memoryd.models import USER_ID_PATTERN, MemoryType, TaskStatus
 from memoryd.portability import read_records
 from memoryd.schemas import (
+    MAX_CURSOR,
     DeletedMemory,
+    ErrorReply,
     FactList,
     FeedbackIn,
     HealthReply,
@@ -69,17 +71,49 @@ def service_of(request: Request) -> MemoryService:
 Service = Annotated[MemoryService, Depends(service_of)]
 
 
-def user_id_param(user_id: str) -> str:
+def user_id_param(
+    user_id: Annotated[
+        str,
+        Path(
+            description="1-64 characters from A-Z a-z 0-9 _ - (it names a directory)",
+            json_schema_extra={"pattern": USER_ID_PATTERN},
+        ),
+    ],
+) -> str:
+    """The user id, checked here (a 400 naming the rule) rather than by FastAPI (a 422)."""
     return check_user_id(user_id)
 
 
 UserId = Annotated[str, Depends(user_id_param)]
 
+ERROR_CAUSES = {
+    400: "A user id that cannot name a directory, or a body that is not JSON",
+    401: "No bearer token, or the wrong one",
+    404: "No such user, turn or memory",
+    409: "The request contradicts stored state: an id reused, a move the record does not allow",
+    413: "The body is over its size limit",
+    422: "A field has a bad value; the message names it",
+    503: "A store failed, or the daemon is stopping; nothing was written",
+}
+
+
+def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` for these error statuses, each with the error body's schema."""
+    return {s: {"model": ErrorReply, "description": ERROR_CAUSES[s]} for s in statuses}
+
+
+# What a route with a request body, and one that can conflict with stored state, adds to the
+# errors every /v1 route can answer.
+BODY = errors(413)
+WRITE = errors(409, 413)
+
 
 def v1_router() -> APIRouter:
-    router = APIRouter(prefix="/v1")
+    router = APIRouter(prefix="/v1", responses=errors(400, 401, 404, 422, 503))
 
-    @router.post("/users/{user_id}/turns", status_code=201, response_model=IngestReply)
+    @router.post(
+        "/users/{user_id}/turns", status_code=201, response_model=IngestReply, responses=BODY
+    )
     async def ingest(
         user_id: UserId, body: IngestRequest, request: Request, service: Service
     ) -> IngestReply:
@@ -94,7 +128,7 @@ def v1_router() -> APIRouter:
         service: Service,
         session_id: Annotated[str | None, Query(min_length=1, max_length=128)] = None,
         limit: Annotated[int, Query(ge=1, le=500)] = 100,
-        cursor: Annotated[int, Query(ge=0)] = 0,
+        cursor: Annotated[int, Query(ge=0, le=MAX_CURSOR)] = 0,
     ) -> TurnPageReply:
         page = await run_blocking(service.list_turns, user_id, session_id, limit, cursor)
         return TurnPageReply.of(page)
@@ -103,7 +137,7 @@ def v1_router() -> APIRouter:
     async def get_turn(user_id: UserId, turn_id: str, service: Service) -> TurnDetail:
         return TurnDetail.of_view(await run_blocking(service.get_turn, user_id, turn_id))
 
-    @router.post("/users/{user_id}/query", response_model=QueryReply)
+    @router.post("/users/{user_id}/query", response_model=QueryReply, responses=BODY)
     async def query(
         user_id: UserId, body: QueryRequest, request: Request, service: Service
     ) -> QueryReply:
@@ -117,7 +151,7 @@ def v1_router() -> APIRouter:
         service: Service,
         type: Annotated[list[MemoryType] | None, Query()] = None,
         limit: Annotated[int, Query(ge=1, le=500)] = 100,
-        cursor: Annotated[int, Query(ge=0)] = 0,
+        cursor: Annotated[int, Query(ge=0, le=MAX_CURSOR)] = 0,
     ) -> MemoryPageReply:
         types = tuple(type) if type else tuple(MemoryType)
         page = await run_blocking(service.list_memories, user_id, types, limit, cursor)
@@ -128,7 +162,9 @@ def v1_router() -> APIRouter:
         stored = await run_blocking(service.get_memory, user_id, memory_id)
         return MemoryReply.of(stored.memory)
 
-    @router.patch("/users/{user_id}/memories/{memory_id}", response_model=MemoryReply)
+    @router.patch(
+        "/users/{user_id}/memories/{memory_id}", response_model=MemoryReply, responses=BODY
+    )
     async def patch_memory(
         user_id: UserId, memory_id: str, body: MemoryPatchIn, service: Service
     ) -> MemoryReply:
@@ -140,7 +176,11 @@ def v1_router() -> APIRouter:
         await run_blocking(service.delete_memory, user_id, memory_id)
         return DeletedMemory(id=memory_id)
 
-    @router.post("/users/{user_id}/memories/{memory_id}/feedback", response_model=MemoryReply)
+    @router.post(
+        "/users/{user_id}/memories/{memory_id}/feedback",
+        response_model=MemoryReply,
+        responses=WRITE,
+    )
     async def feedback(
         user_id: UserId, memory_id: str, body: FeedbackIn, service: Service
     ) -> MemoryReply:
@@ -158,7 +198,11 @@ def v1_router() -> APIRouter:
         """Current facts; with ``history=true`` also the superseded ones (``current: false``)."""
         return FactList.of(await run_blocking(service.list_facts, user_id, subject, history))
 
-    @router.post("/users/{user_id}/facts/{fact_id}/undo", response_model=UndoneFactReply)
+    @router.post(
+        "/users/{user_id}/facts/{fact_id}/undo",
+        response_model=UndoneFactReply,
+        responses=errors(409),
+    )
     async def undo_supersession(user_id: UserId, fact_id: str, service: Service) -> UndoneFactReply:
         """Make a superseded fact current again (409 if it was not superseded)."""
         undone = await run_blocking(service.undo_supersession, user_id, fact_id)
@@ -174,12 +218,14 @@ def v1_router() -> APIRouter:
         statuses = tuple(status) if status else tuple(TaskStatus)
         return TaskList.of(await run_blocking(service.list_tasks, user_id, statuses))
 
-    @router.post("/users/{user_id}/tasks", status_code=201, response_model=MemoryReply)
+    @router.post(
+        "/users/{user_id}/tasks", status_code=201, response_model=MemoryReply, responses=WRITE
+    )
     async def create_task(user_id: UserId, body: TaskIn, service: Service) -> MemoryReply:
         task = await run_blocking(service.create_task, user_id, body.title, body.due, body.task_id)
         return MemoryReply.of(task)
 
-    @router.patch("/users/{user_id}/tasks/{task_id}", response_model=MemoryReply)
+    @router.patch("/users/{user_id}/tasks/{task_id}", response_model=MemoryReply, responses=WRITE)
     async def update_task(
         user_id: UserId, task_id: str, body: TaskPatchIn, service: Service
     ) -> MemoryReply:
@@ -214,6 +260,7 @@ def v1_router() -> APIRouter:
         "/users/{user_id}/import",
         status_code=201,
         response_model=ImportReply,
+        responses=WRITE,
         openapi_extra={
             "requestBody": {
                 "required": True,
@@ -255,7 +302,9 @@ def v1_router() -> APIRouter:
         """Run a training round now; the new head is used only if validation accepts it."""
         return await run_blocking(service.train_router, user_id)
 
-    @router.post("/users/{user_id}/router/rollback", response_model=RollbackReply)
+    @router.post(
+        "/users/{user_id}/router/rollback", response_model=RollbackReply, responses=errors(409)
+    )
     async def rollback_router(user_id: UserId, service: Service) -> dict[str, Any]:
         """Route with the head before the current one again."""
         return await run_blocking(service.rollback_router, user_id)

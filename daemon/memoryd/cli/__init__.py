@@ -12,9 +12,12 @@ context) and :mod:`~memoryd.cli.evals`, what they share in :mod:`~memoryd.cli.ba
 
 from __future__ import annotations
 
+import os
+
 import click
 
 from memoryd import __version__
+from memoryd.cli.admin import backup_cmd, restore_cmd, token, verify_cmd
 from memoryd.cli.bridge import context_cmd, mcp_cmd
 from memoryd.cli.commands import (
     doctor,
@@ -47,6 +50,7 @@ def main() -> None:
     Settings come from config/memoryd.toml < MEMORYD_* environment variables < flags;
     `memoryd doctor` shows them all with what each is for.
     """
+    os.umask(0o077)  # every file memoryd makes (journals, graphs, indexes, exports) is private
 
 
 for command in (serve, ingest, query, rebuild, router, memory, tiers, export_cmd, import_cmd):
@@ -55,3 +59,5 @@ main.add_command(doctor)
 main.add_command(mcp_cmd)
 main.add_command(context_cmd)
 main.add_command(eval_group)
+for command in (backup_cmd, verify_cmd, restore_cmd, token):
+    main.add_command(command)

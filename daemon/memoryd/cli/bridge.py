@@ -37,7 +37,7 @@ def daemon_command(
             user_id: str,
             url: str | None,
         ) -> None:
-            if not USER_ID.match(user_id):
+            if not USER_ID.fullmatch(user_id):
                 raise InvalidUserIdError(user_id)
             config = load(config_path, data_dir=data_dir, model_dir=model_dir)
             setup_logging("warning")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import logging
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -46,6 +47,15 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+def _without_query_string(record: logging.LogRecord) -> bool:
+    """uvicorn's access-log line without the query string, which can hold names
+    (``/facts?subject=...``); the path and status stay."""
+    args = record.args
+    if isinstance(args, tuple) and len(args) >= 3 and isinstance(args[2], str):
+        record.args = (*args[:2], args[2].split("?", 1)[0], *args[3:])
+    return True
+
+
 @click.command()
 @config_options
 @click.option("--host", help="Address to bind (default 127.0.0.1).")
@@ -76,6 +86,7 @@ def serve(
     if not config.auth.enabled and not _is_loopback(config.host):
         raise ConfigError("host", config.host, "a non-loopback bind needs auth.enabled = true")
     setup_logging(config.log_level)
+    logging.getLogger("uvicorn.access").addFilter(_without_query_string)
     limit_malloc_arenas()
     app = create_app(config)
     uvicorn.run(app, host=config.host, port=config.port, log_level=config.log_level)
@@ -436,10 +447,18 @@ def import_cmd(
 
 @click.command()
 @config_options
+@click.option(
+    "--deep",
+    is_flag=True,
+    help="Also run SQLite's integrity check on every user's journal and check that every file "
+    "in the data directory is private (reads every journal: seconds per GB).",
+)
 @domain_errors
-def doctor(config_path: Path | None, data_dir: Path | None, model_dir: Path | None) -> None:
+def doctor(
+    config_path: Path | None, data_dir: Path | None, model_dir: Path | None, deep: bool
+) -> None:
     """Print every setting (value, source, meaning) and check what the daemon needs."""
-    from memoryd.doctor import run_checks
+    from memoryd.doctor import deep_checks, run_checks
 
     path = config_path or default_config_path()
     config = load(config_path, data_dir=data_dir, model_dir=model_dir)
@@ -452,7 +471,8 @@ def doctor(config_path: Path | None, data_dir: Path | None, model_dir: Path | No
         click.echo(f"  {setting.name:32} = {value!s:24} [{source}] {setting.help}")
     click.echo("")
     problems = 0
-    for ok, what, why in run_checks(config):
+    checks = run_checks(config) + (list(deep_checks(config)) if deep else [])
+    for ok, what, why in checks:
         problems += not ok
         click.echo(f"  [{'ok' if ok else 'MISSING'}] {what}" + ("" if ok else f" — {why}"))
     if problems:

@@ -73,7 +73,7 @@ class McpEndpoint:
         if match is None:
             return _error(404, "HTTPError", "MCP is served at /mcp/ and /mcp/users/<user>/")
         user: str = match["user"] if match["user"] is not None else self.default_user
-        if not USER_ID.match(user):
+        if not USER_ID.fullmatch(user):
             return _error(400, "InvalidUserIdError", str(InvalidUserIdError(user)))
         return self._foreign_session(headers, user) or user
 

@@ -45,6 +45,7 @@ from memoryd.mcp.replies import (
 )
 from memoryd.models import MemoryType, TaskStatus
 from memoryd.schemas import (
+    MAX_CURSOR,
     FactReply,
     FeedbackIn,
     MemoryPatchIn,
@@ -369,7 +370,7 @@ class MemoryTools:
         self,
         types: list[MemoryType] | None = None,
         limit: Annotated[int, Field(ge=1, le=500)] = 100,
-        cursor: Annotated[int, Field(ge=0)] = 0,
+        cursor: Annotated[int, Field(ge=0, le=MAX_CURSOR)] = 0,
     ) -> Memories:
         """Memories oldest first, a page at a time (pass next_cursor on)."""
         who = caller.get()
@@ -386,7 +387,7 @@ class MemoryTools:
     ) -> OneMemory:
         """Correct a memory's text or set its importance."""
         who = caller.get()
-        patch = MemoryPatchIn(text=text, importance=importance).to_patch()
+        patch = MemoryPatchIn.of(text, importance).to_patch()
         memory = await self._run(self.service.patch_memory, who.user_id, memory_id, patch)
         return OneMemory(user_id=who.user_id, **MemoryReply.of(memory).model_dump())
 
@@ -401,7 +402,7 @@ class MemoryTools:
         self,
         session_id: Name | None = None,
         limit: Annotated[int, Field(ge=1, le=500)] = 100,
-        cursor: Annotated[int, Field(ge=0)] = 0,
+        cursor: Annotated[int, Field(ge=0, le=MAX_CURSOR)] = 0,
     ) -> Turns:
         """Stored turns oldest first, a page at a time."""
         who = caller.get()

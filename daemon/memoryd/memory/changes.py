@@ -17,7 +17,7 @@ import hashlib
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from memoryd.errors import ConflictError, InvalidInputError
+from memoryd.errors import ConflictError
 from memoryd.memory.build import importance
 from memoryd.models import (
     Episode,
@@ -78,7 +78,7 @@ def expired(tasks: Sequence[Task], now: datetime, after: timedelta) -> list[Task
 def with_feedback(memory: Memory, positive: bool) -> Memory:
     """A rule or episode with one more positive or negative vote."""
     if not isinstance(memory, Rule | Episode):
-        raise InvalidInputError(
+        raise ConflictError(
             f"feedback applies to procedural and episodic memories; {memory.id} is "
             f"{memory_type(memory).value}"
         )
@@ -90,7 +90,7 @@ def with_feedback(memory: Memory, positive: bool) -> Memory:
 def reopen_fact(fact: Memory) -> Fact:
     """A superseded fact made current again (the undo of its supersession)."""
     if not isinstance(fact, Fact):
-        raise InvalidInputError(f"{fact.id} is {memory_type(fact).value}, not a fact")
+        raise ConflictError(f"{fact.id} is {memory_type(fact).value}, not a fact")
     if fact.superseded_by is None:
         state = "current" if fact.valid_to is None else f"closed on {fact.valid_to.isoformat()}"
         raise ConflictError(f"fact {fact.id} was not superseded ({state}); nothing to undo")

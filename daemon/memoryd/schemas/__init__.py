@@ -4,6 +4,7 @@ reply bodies built from its typed results (:mod:`~memoryd.schemas.replies`)."""
 
 from memoryd.schemas.replies import (
     DeletedMemory,
+    ErrorReply,
     FactList,
     FactReply,
     HealthReply,
@@ -29,6 +30,7 @@ from memoryd.schemas.replies import (
     dump,
 )
 from memoryd.schemas.requests import (
+    MAX_CURSOR,
     FeedbackIn,
     IngestRequest,
     MemoryPatchIn,
@@ -39,7 +41,9 @@ from memoryd.schemas.requests import (
 )
 
 __all__ = [
+    "MAX_CURSOR",
     "DeletedMemory",
+    "ErrorReply",
     "FactList",
     "FactReply",
     "FeedbackIn",

@@ -34,6 +34,8 @@ from memoryd.workspace import UndoneFact
 
 __all__ = [
     "DeletedMemory",
+    "ErrorInfo",
+    "ErrorReply",
     "FactList",
     "FactReply",
     "HealthReply",
@@ -499,3 +501,17 @@ class HealthReply(BaseModel):
 class ReadyReply(BaseModel):
     status: str = Field(description="ready, or starting / recovering (with status 503)")
     open_users: int | None = None
+
+
+class ErrorInfo(BaseModel):
+    type: str = Field(description="the error's class, e.g. ValidationError, UserNotFoundError")
+    message: str = Field(description="what was wrong, naming the field or record")
+    details: list[dict[str, Any]] | None = Field(
+        None, description="for validation errors: each problem's location, message and type"
+    )
+
+
+class ErrorReply(BaseModel):
+    """Every error reply (4xx and 5xx) has this shape."""
+
+    error: ErrorInfo

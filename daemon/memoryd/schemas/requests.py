@@ -6,10 +6,20 @@ the parameters' own checks); unknown fields are refused.
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
+from pydantic.json_schema import SkipJsonSchema
 
 from memoryd.ingest import NewTurn
 from memoryd.models import MemoryType, Role, SearchMode, TaskStatus
@@ -17,6 +27,7 @@ from memoryd.retrieve import MAX_ANCHOR_CHARS, MAX_NAME_CHARS, MAX_NAMES, QueryP
 from memoryd.workspace import MemoryPatch
 
 __all__ = [
+    "MAX_CURSOR",
     "FeedbackIn",
     "IngestRequest",
     "MemoryPatchIn",
@@ -27,8 +38,38 @@ __all__ = [
 ]
 
 MAX_TEXT_CHARS = 32 * 1024
+MAX_CURSOR = 2**63 - 1  # a page cursor is a journal row number: SQLite's largest integer
 ID = Field(min_length=1, max_length=128, pattern=r"^[^\x00-\x1f]+$")
 NAME = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS)]
+# Some character that is not white space as str.isspace() has it (what the service's empty
+# check strips): the same set under Python's, Rust's (pydantic's) and ECMA's regex engines.
+NOT_BLANK = r"[^\s\x1c-\x1f]"
+_NUMBER = re.compile(r"\s*[-+]?\d+(\.\d*)?\s*")
+
+
+def _iso_text(value: object) -> object:
+    """A time is ISO-8601 text (or a datetime, from Python callers). Not a number: pydantic
+    would read one as a Unix time, and the schema promises a date-time string."""
+    if value is None or isinstance(value, datetime):
+        return value
+    if not isinstance(value, str) or _NUMBER.fullmatch(value):
+        raise ValueError("give an ISO-8601 date and time, e.g. 2026-10-14T12:00:00-04:00")
+    return value
+
+
+Timestamp = Annotated[datetime, BeforeValidator(_iso_text)]
+
+
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("is empty: it holds only white space")
+    return value
+
+
+# Text that must say something: the schema states it as a pattern, the check says it plainly.
+NotBlank = Annotated[
+    str, AfterValidator(_not_blank), Field(json_schema_extra={"pattern": NOT_BLANK})
+]
 
 
 def _utc(value: datetime | None) -> datetime | None:
@@ -47,8 +88,8 @@ class TurnIn(Strict):
     turn_id: str | None = Field(None, min_length=1, max_length=128, pattern=r"^[^\x00-\x1f]+$")
     session_id: str = ID
     role: Literal["user", "assistant", "log"]
-    text: str = Field(min_length=1, max_length=MAX_TEXT_CHARS)
-    ts: datetime | None = Field(
+    text: NotBlank = Field(min_length=1, max_length=MAX_TEXT_CHARS)
+    ts: Timestamp | None = Field(
         None,
         description="ISO-8601; naive means UTC. Send the speaker's own offset "
         '("2026-10-14T12:00:00-04:00"): times in the text ("tonight at 9") are read on it',
@@ -92,13 +133,23 @@ class IngestRequest(Strict):
 
 
 class QueryRequest(Strict):
-    query: str = Field(min_length=1, max_length=4096)
+    # before and after are exclusive (to_params says so); the schema says it too
+    model_config = ConfigDict(
+        json_schema_extra={
+            "not": {
+                "required": ["before", "after"],
+                "properties": {"before": {"type": "string"}, "after": {"type": "string"}},
+            }
+        }
+    )
+
+    query: NotBlank = Field(min_length=1, max_length=4096)
     k: int = Field(10, ge=1, le=200)
     types: list[MemoryType] | None = Field(None, min_length=1)
-    since: datetime | None = None
-    until: datetime | None = None
+    since: Timestamp | None = None
+    until: Timestamp | None = None
     session_id: str | None = Field(None, min_length=1, max_length=128)
-    now: datetime | None = Field(None, description="reference time for relative dates and recency")
+    now: Timestamp | None = Field(None, description="reference time for relative dates and recency")
     history: bool = Field(False, description="also rank facts that later facts superseded")
     entities: list[NAME] = Field(
         default_factory=list, max_length=MAX_NAMES, description="entity names, any type"
@@ -161,8 +212,27 @@ class QueryRequest(Strict):
 
 
 class MemoryPatchIn(Strict):
-    text: str | None = Field(None, min_length=1, max_length=MAX_TEXT_CHARS)
-    importance: float | None = Field(None, ge=1.0, le=10.0)
+    """Give ``text``, ``importance`` or both; a field left out stays as it is."""
+
+    model_config = ConfigDict(json_schema_extra={"minProperties": 1})
+
+    text: (
+        Annotated[NotBlank, Field(min_length=1, max_length=MAX_TEXT_CHARS)] | SkipJsonSchema[None]
+    ) = None
+    importance: Annotated[float, Field(ge=1.0, le=10.0)] | SkipJsonSchema[None] = None
+
+    @field_validator("text", "importance", mode="before")
+    @classmethod
+    def _not_null(cls, value: object) -> object:
+        if value is None:
+            raise ValueError("leave the field out to keep it; null is not a value")
+        return value
+
+    @classmethod
+    def of(cls, text: str | None = None, importance: float | None = None) -> MemoryPatchIn:
+        """The patch of the parts given (None: leave that part), as Python callers have it."""
+        given: dict[str, Any] = {"text": text, "importance": importance}
+        return cls.model_validate({k: v for k, v in given.items() if v is not None})
 
     @model_validator(mode="after")
     def _something(self) -> MemoryPatchIn:
@@ -175,8 +245,8 @@ class MemoryPatchIn(Strict):
 
 
 class TaskIn(Strict):
-    title: str = Field(min_length=1, max_length=1024)
-    due: datetime | None = Field(None, description="ISO-8601; naive means UTC")
+    title: NotBlank = Field(min_length=1, max_length=1024)
+    due: Timestamp | None = Field(None, description="ISO-8601; naive means UTC")
     task_id: str | None = Field(
         None,
         min_length=1,

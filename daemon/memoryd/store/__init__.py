@@ -46,7 +46,7 @@ from memoryd.store.records import (
     Written,
 )
 from memoryd.store.router_state import RoundKind, RoundRecord, RouterStore
-from memoryd.store.sqlite import Database
+from memoryd.store.sqlite import Database, integrity_problems
 from memoryd.store.vectors import VectorStore
 
 __all__ = [
@@ -82,6 +82,7 @@ __all__ = [
     "change_of_payload",
     "decode_embedding",
     "encode_embedding",
+    "integrity_problems",
     "match_expression",
     "memory_of_record",
     "patch_embedding",

@@ -14,6 +14,7 @@ queue) inside the same :meth:`Database.transaction`.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 from collections import defaultdict
@@ -360,6 +361,10 @@ class Journal:
         memory = memory_from_payload(mtype, json.loads(payload))
         return StoredMemory(num, memory, mtype, session_id, ts)
 
+    def was_deleted(self, memory_id: str) -> bool:
+        """Whether ``memory_id`` named a memory that was deleted (its id stays taken)."""
+        return bool(self.db.read("SELECT 1 FROM memories WHERE id = ? AND deleted", (memory_id,)))
+
     def memory(self, memory_id: str) -> StoredMemory | None:
         rows = self.db.read(
             f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ? AND deleted = 0",
@@ -657,6 +662,14 @@ class Journal:
     def max_seq(self) -> int:
         return int(self.db.read("SELECT COALESCE(MAX(seq), 0) FROM log")[0][0])
 
+    def digest(self) -> str:
+        """sha256 of the log (every entry's seq, kind, ref and payload, in order): equal for
+        two journals with the same history, whatever their files' page layout."""
+        h = hashlib.sha256()
+        for e in self.entries():
+            h.update(json.dumps([e.seq, e.kind.value, e.ref, e.payload], sort_keys=True).encode())
+        return h.hexdigest()
+
     def entries(self, after_seq: int = 0, batch: int = 500) -> Iterator[LogEntry]:
         """The log after ``after_seq`` in order, read in batches."""
         while True:
@@ -669,6 +682,15 @@ class Journal:
             if len(rows) < batch:
                 return
             after_seq = rows[-1][0]
+
+    def embedded_counts(self) -> dict[MemoryType, int]:
+        """Live memories with a vector (own or their turn's) by type: what the indexes hold."""
+        rows = self.db.read(
+            "SELECT m.type, COUNT(*) FROM memories m LEFT JOIN turns t ON t.turn_id = m.turn_id"
+            " WHERE m.deleted = 0 AND COALESCE(m.embedding, t.embedding) IS NOT NULL"
+            " GROUP BY m.type"
+        )
+        return {MemoryType(r[0]): int(r[1]) for r in rows}
 
     def counts(self) -> dict[str, int]:
         turns = self.db.read("SELECT COUNT(*) FROM turns")[0][0]

@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from memoryd.errors import ClosedError, JournalError
+from memoryd.errors import ClosedError, DiskFullError, JournalError
 
 __all__ = ["Database", "Migration", "placeholders", "utc_now"]
 
@@ -46,6 +46,20 @@ def placeholders(count: int) -> str:
     return ",".join("?" * count)
 
 
+def integrity_problems(path: Path, limit: int = 5) -> list[str]:
+    """What ``PRAGMA integrity_check`` finds wrong with the SQLite file at ``path`` (up to
+    ``limit`` lines; [] when it is sound), read-only. A file SQLite cannot read is one problem."""
+    try:
+        conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
+        try:
+            found = [row[0] for row in conn.execute(f"PRAGMA integrity_check({int(limit)})")]
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as exc:
+        return [str(exc)]
+    return [] if found == ["ok"] else found
+
+
 class Database:
     """The journal file of one user. ``close()`` closes every connection it opened."""
 
@@ -58,6 +72,12 @@ class Database:
         self._depth = 0  # open transactions on the write connection (nested ones join)
         self.writer = self._connect()
 
+    def _error(self, what: str, exc: sqlite3.Error) -> JournalError:
+        """The error to raise for ``exc``: DiskFullError when the disk is full."""
+        if getattr(exc, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_FULL:
+            return DiskFullError(str(self.path.parent))
+        return JournalError(f"{what}: {exc}")
+
     def _connect(self) -> sqlite3.Connection:
         try:
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
@@ -66,7 +86,7 @@ class Database:
             conn.execute("PRAGMA busy_timeout=5000")
             conn.execute("PRAGMA foreign_keys=ON")
         except sqlite3.Error as exc:
-            raise JournalError(f"cannot open {self.path}: {exc}") from exc
+            raise self._error(f"cannot open {self.path}", exc) from exc
         with self._lock:
             self._connections.append(conn)
         return conn
@@ -111,10 +131,12 @@ class Database:
             yield conn
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
-            conn.execute("ROLLBACK")
-            raise JournalError(f"write failed: {exc}") from exc
+            if conn.in_transaction:  # SQLite may have rolled back already (a full disk)
+                conn.execute("ROLLBACK")
+            raise self._error("write failed", exc) from exc
         except BaseException:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
             raise
         finally:
             self._depth = 0
@@ -125,7 +147,8 @@ class Database:
         try:
             return conn.execute(sql, params).fetchall()
         except sqlite3.Error as exc:
-            log.error("journal query failed: %s params=%s", sql.split("\n")[0], str(params)[:80])
+            # the statement, not its parameters: they hold what users said
+            log.error("journal query failed: %s (%d parameters)", sql.split("\n")[0], len(params))
             raise JournalError(f"read failed: {exc}") from exc
 
     def _reader(self) -> sqlite3.Connection:

@@ -18,6 +18,7 @@ import hnswlib
 import numpy as np
 
 from memoryd.errors import ClosedError, VectorIndexError
+from memoryd.files import fsync_file, replace_durably
 from memoryd.models import MemoryType
 
 log = logging.getLogger(__name__)
@@ -104,6 +105,7 @@ class TypeIndex:
         tmp = path.with_suffix(".tmp")
         with self._lock:
             self._index.save_index(str(tmp))
+        fsync_file(tmp)
         os.replace(tmp, path)
 
     def load(self, path: Path) -> None:
@@ -231,7 +233,8 @@ class VectorStore:
             state = {"version": FORMAT_VERSION, "dim": self.dim, "applied_seq": self.applied_seq}
             tmp = self.directory / (STATE_FILE + ".tmp")
             tmp.write_text(json.dumps(state))
-            os.replace(tmp, self.directory / STATE_FILE)
+            # the indexes are on the disk before the state that says what they hold
+            replace_durably(tmp, self.directory / STATE_FILE)
         except (OSError, RuntimeError) as exc:
             raise VectorIndexError(f"save to {self.directory} failed: {exc}") from exc
         self.saved_seq = self.applied_seq

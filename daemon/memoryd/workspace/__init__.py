@@ -62,7 +62,7 @@ from memoryd.workspace.tiering import UserTiers
 from memoryd.workspace.writes import Writes
 from memoryd.writer import SerialWriter
 
-__all__ = ["LABEL_OUTCOMES", "MemoryPatch", "Shared", "UndoneFact", "Workspace"]
+__all__ = ["JOURNAL_FILE", "LABEL_OUTCOMES", "MemoryPatch", "Shared", "UndoneFact", "Workspace"]
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +114,7 @@ class Workspace:
         self.edits = MemoryEdits(self)
         self.router = UserRouter(self, shared.router)
         self.replayed_on_open = self.writer.call(self.projection.catch_up)
+        self.rebuilt_on_open = self.writer.call(self.projection.reconcile)
 
     @property
     def config(self) -> Config:

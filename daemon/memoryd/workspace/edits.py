@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from memoryd.errors import ConflictError, InvalidInputError, MemoryNotFoundError
+from memoryd.errors import ConflictError, MemoryNotFoundError
 from memoryd.memory import expired, reopen_fact, transition, with_feedback
 from memoryd.models import Fact, Memory, Task, TaskStatus
 from memoryd.store import FEEDBACK_POSITIVE, MemoryChange, NewMemory, StoredMemory
@@ -94,7 +94,8 @@ class MemoryEdits:
 
     def create_task(self, task: Task, vector: np.ndarray, now: datetime) -> Task:
         """Store ``task`` (made through the API) unless its id is taken: the stored task then
-        (idempotent on the id), ConflictError when the id names another kind of memory."""
+        (idempotent on the id), ConflictError when the id names another kind of memory or one
+        that was deleted (ids are never reused)."""
 
         def write() -> Task:
             stored = self.ws.journal.memory(task.id)
@@ -102,6 +103,11 @@ class MemoryEdits:
                 if not isinstance(stored.memory, Task):
                     raise ConflictError(f"{task.id} names a {stored.type.value} memory")
                 return stored.memory
+            if self.ws.journal.was_deleted(task.id):
+                raise ConflictError(
+                    f"{task.id} named a memory that was deleted, and ids are not reused: "
+                    "choose another task_id"
+                )
             new = NewMemory(task, API_SESSION, now, vector)
             self.ws.writes.change(MemoryChange("task_created", task.id, created=[new]))
             return task
@@ -114,7 +120,7 @@ class MemoryEdits:
         def write() -> Task:
             stored = self.stored(task_id)
             if not isinstance(stored.memory, Task):
-                raise InvalidInputError(f"{task_id} is {stored.type.value}, not a task")
+                raise ConflictError(f"{task_id} is {stored.type.value}, not a task")
             task = transition(stored.memory, status, now, note or "set via the API")
             self.ws.writes.change(MemoryChange(f"task_{status.value}", task_id, updates=[task]))
             return task

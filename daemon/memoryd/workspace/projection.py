@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from memoryd.config import Config
-from memoryd.errors import MemorydError
+from memoryd.errors import DiskFullError, GraphError, MemorydError, VectorIndexError
 from memoryd.models import Memory, MemoryType, Turn, memory_type
 from memoryd.store import (
     GraphStore,
@@ -48,6 +48,7 @@ GRAPH_BATCH = 32
 commits: with a 64 MiB pool, transactions of 128 LoCoMo turns left the pool full after 1,000
 turns, of 32 turns not (docs/decisions.md, "Encoder workers and batched graph writes")."""
 VECTORS_DIR = "vectors"
+MIN_FREE_BYTES = 2**20  # below this, a graph that fails to open is a full disk, not damage
 
 
 class Projection:
@@ -65,16 +66,33 @@ class Projection:
         self.config = config
         self.dim = dim
         self.journal = journal
-        self.graph = GraphStore(
-            directory / GRAPH_DIR,
-            config.graph.engine,
-            max_db_size=config.graph.max_db_size,
-            buffer_pool_size=config.graph.buffer_pool_size,
-        )
+        self.graph = self._open_graph()
         self.vectors = self._open_vectors()
         self._graph_seq = self.graph.applied_seq()
         self._graph_failing = False
         self._unsaved = 0
+
+    def _open_graph(self) -> GraphStore:
+        """The user's graph. One the engine cannot open (a damaged file) is removed and made
+        anew: the journal has everything it held, and catching up replays it."""
+        try:
+            return self._graph_store()
+        except GraphError as exc:
+            if shutil.disk_usage(self.directory).free < MIN_FREE_BYTES:
+                raise DiskFullError(str(self.directory)) from exc  # not damage: keep the file
+            log.warning("user %s: %s; rebuilding the graph from the journal", self.user_id, exc)
+        for path in self.directory.glob(GRAPH_DIR + "*"):
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+        return self._graph_store()
+
+    def _graph_store(self) -> GraphStore:
+        g = self.config.graph
+        return GraphStore(
+            self.directory / GRAPH_DIR,
+            g.engine,
+            max_db_size=g.max_db_size,
+            buffer_pool_size=g.buffer_pool_size,
+        )
 
     def _open_vectors(self) -> VectorStore:
         v = self.config.vectors
@@ -301,10 +319,19 @@ class Projection:
         self._maybe_save(1)
 
     def _maybe_save(self, changes: int) -> None:
+        """Save the vectors every ``vectors.save_every`` changes. A save that fails (a full
+        disk) is logged and tried again after as many changes or by the save job: the journal
+        has what the vectors hold, and replays it past the last saved state."""
         self._unsaved += changes
-        if self._unsaved >= self.config.vectors.save_every:
+        if self._unsaved < self.config.vectors.save_every:
+            return
+        self._unsaved = 0
+        try:
             self.vectors.save()
-            self._unsaved = 0
+        except VectorIndexError as exc:
+            log.warning(
+                "user %s: saving the vectors failed, tried again later: %s", self.user_id, exc
+            )
 
     def save(self) -> None:
         """Persist the vectors if anything changed since the last save, and checkpoint the
@@ -321,17 +348,58 @@ class Projection:
 
     # -- maintenance -------------------------------------------------------------------------
 
-    def rebuild(self) -> int:
-        """Empty graph and vectors and recreate them from the journal; entries replayed."""
-        self.graph.clear()
-        self._graph_seq = 0
-        self.vectors.close()
-        shutil.rmtree(self.directory / VECTORS_DIR, ignore_errors=True)
-        self.vectors = self._open_vectors()
+    def rebuild(self, graph: bool = True, vectors: bool = True) -> int:
+        """Empty the graph and/or the vectors and recreate them from the journal; returns the
+        entries replayed."""
+        if graph:
+            self.graph.clear()
+            self._graph_seq = 0
+        if vectors:
+            self.vectors.close()
+            shutil.rmtree(self.directory / VECTORS_DIR, ignore_errors=True)
+            self.vectors = self._open_vectors()
         replayed = self.catch_up()
         self.vectors.save()
         self._unsaved = 0
         return replayed
+
+    def reconcile(self) -> list[str]:
+        """Rebuild a projection that, caught up, still disagrees with the journal (a file lost
+        or damaged while the daemon was stopped): the graph must hold every turn, the vectors
+        one vector per live memory with an embedding. Returns the projections rebuilt."""
+        turns = self.journal.counts()["turns"]
+        graph_turns = self.graph.counts()["Turn"]
+        embedded = self.journal.embedded_counts()
+        vectors = self.vectors.counts()
+        wrong_vectors = {
+            t.value: (vectors[f"vectors_{t.value}"], embedded.get(t, 0))
+            for t in MemoryType
+            if vectors[f"vectors_{t.value}"] != embedded.get(t, 0)
+        }
+        rebuilt = [
+            name
+            for name, wrong in (("graph", graph_turns != turns), ("vectors", wrong_vectors))
+            if wrong
+        ]
+        if not rebuilt:
+            return []
+        log.warning(
+            "user %s: projections disagree with the journal (graph %d of %d turns; vectors "
+            "held/expected by type %s): rebuilding %s",
+            self.user_id,
+            graph_turns,
+            turns,
+            wrong_vectors or "as expected",
+            " and ".join(rebuilt),
+        )
+        replayed = self.rebuild(graph="graph" in rebuilt, vectors="vectors" in rebuilt)
+        log.info(
+            "user %s: rebuilt %s from %d journal entries",
+            self.user_id,
+            " and ".join(rebuilt),
+            replayed,
+        )
+        return rebuilt
 
     def counts(self, graph: bool = True) -> dict[str, int]:
         out = dict(self.vectors.counts())
