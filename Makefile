@@ -19,7 +19,7 @@ LOCOMO ?= ../shared/data/locomo/locomo10.json
 export HF_HUB_OFFLINE := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: run test install models lint check-arm64 bench bench-scale bench-tiers eval config clean eval-router fuzz
+.PHONY: run test install models lint check-arm64 bench bench-scale bench-tiers eval config clean eval-router fuzz soak
 
 run: install models
 	$(BIN)/memoryd serve
@@ -110,6 +110,12 @@ bench: install models
 FUZZ_S ?= 600
 fuzz: install models
 	OPENBLAS_NUM_THREADS=1 $(BIN)/python scripts/fuzz.py --max-time $(FUZZ_S)
+
+# kill -9 at random moments under concurrent load, SOAK_ROUNDS times (`make test` runs 3):
+# every acknowledged write there exactly once after each restart.
+SOAK_ROUNDS ?= 20
+soak: install models
+	OPENBLAS_NUM_THREADS=1 $(BIN)/python scripts/soak.py --rounds $(SOAK_ROUNDS)
 
 # The scale curve up to 100k turns in one user (about half an hour on 2 cores).
 bench-scale: install models

@@ -10,6 +10,7 @@ from fastapi.testclient import TestClient
 
 from memoryd.api.auth import Secret
 from memoryd.app import create_app
+from memoryd.schemas import TurnIn
 from memoryd.service import MemoryService
 
 TOKEN = "contract-token"
@@ -103,6 +104,8 @@ def test_405_names_every_method_of_the_path(client: TestClient, path: str, allow
         ("turns", {"turns": [{**TURN, "ts": "1700000000"}]}, "ts"),
         ("turns", {"turns": [{**TURN, "text": " \u00a0\n"}]}, "text"),
         ("turns", {"turns": [{**TURN, "text": "\x1c\x1f"}]}, "text"),
+        ("turns", {"turns": [{**TURN, "text": "\x85"}]}, "text"),  # space to Python, not ECMA
+        ("turns", {"turns": [{**TURN, "text": "\ufeff "}]}, "text"),  # space to ECMA only
         ("tasks", {"title": "call the bank", "due": 1700000000}, "due"),
         ("tasks", {"title": "\t"}, "title"),
         ("query", {"query": "penicillin", "since": 0}, "since"),
@@ -155,3 +158,24 @@ def test_openapi_states_errors_auth_and_rules(client: TestClient) -> None:
         p for p, ops in spec["paths"].items() for op in ops.values() if "security" not in op
     }
     assert open_paths == {"/healthz", "/readyz", "/metrics"}
+
+
+def test_an_export_holding_a_turn_twice_is_422_and_writes_nothing(client: TestClient) -> None:
+    client.post("/v1/users/alice/turns", json={"turns": [TURN]}, headers=AUTH)
+    lines = client.get("/v1/users/alice/export", headers=AUTH).text.splitlines(keepends=True)
+    turn = next(line for line in lines if '"kind": "turn"' in line)
+    body = "".join([*lines[:2], turn, *lines[2:]]).encode()
+    r = client.post("/v1/users/bob/import", content=body, headers=AUTH)
+    assert "repeats or contradicts" in error(r, 422)["message"]
+    assert client.get("/v1/users/bob", headers=AUTH).status_code == 404
+
+
+def test_the_save_job_skips_a_user_evicted_meanwhile(service: MemoryService) -> None:
+    """save_all lists the open users, then saves each: one closed in between is skipped (it
+    saved its vectors on close), not a failed job."""
+    service.ingest("alice", [TurnIn(**TURN).to_new_turn()])
+    listed = service.users.open_workspaces()
+    with service.users.closed("alice"):
+        pass
+    service.users.open_workspaces = lambda: listed  # type: ignore[method-assign]
+    service.save_all()

@@ -15,12 +15,13 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import sqlite3
 from collections.abc import Iterable, Iterator
 from datetime import datetime
 from functools import partial
 from typing import Any
 
-from memoryd.errors import InvalidInputError
+from memoryd.errors import InvalidInputError, JournalError
 from memoryd.store import (
     HeaderStore,
     Journal,
@@ -121,6 +122,13 @@ def import_records(ws: Workspace, records: Iterable[dict[str, Any]]) -> int:
             raise InvalidInputError(
                 f"record {applied + 1} after the header (kind {kind!r}) is not one an export"
                 f" writes: {type(exc).__name__} {exc}"
+            ) from exc
+        except JournalError as exc:
+            if not isinstance(exc.__cause__, sqlite3.IntegrityError):
+                raise
+            raise InvalidInputError(  # e.g. a turn the export holds twice
+                f"record {applied + 1} after the header (kind {record.get('kind')!r}) repeats "
+                f"or contradicts an earlier record: {exc.__cause__}"
             ) from exc
         applied += 1
     return applied

@@ -35,6 +35,7 @@ from memoryd import __version__
 from memoryd.config import Config
 from memoryd.encoder import Encoder
 from memoryd.errors import (
+    ClosedError,
     ConfigError,
     ConflictError,
     DataDirBusyError,
@@ -622,7 +623,10 @@ class MemoryService:
         """Persist the vector indexes of every open user and checkpoint the graphs written
         since (on each user's writer), then hand the heap's free memory back to the kernel."""
         for ws in self.users.open_workspaces():
-            ws.save()
+            try:
+                ws.save()
+            except ClosedError:
+                continue  # evicted since the list was taken: closing saved it
         release_free_memory()
 
     def close(self) -> None:

@@ -41,9 +41,10 @@ MAX_TEXT_CHARS = 32 * 1024
 MAX_CURSOR = 2**63 - 1  # a page cursor is a journal row number: SQLite's largest integer
 ID = Field(min_length=1, max_length=128, pattern=r"^[^\x00-\x1f]+$")
 NAME = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS)]
-# Some character that is not white space as str.isspace() has it (what the service's empty
-# check strips): the same set under Python's, Rust's (pydantic's) and ECMA's regex engines.
-NOT_BLANK = r"[^\s\x1c-\x1f]"
+# Some character that is neither white space as str.isspace() has it (what the service's empty
+# check strips) nor a byte-order mark: the same set under Python's, Rust's (pydantic's) and
+# ECMA's (the fuzzer's) regex engines, whose \s differ on \x1c-\x1f, \x85 and \ufeff.
+NOT_BLANK = r"[^\s\x1c-\x1f\x85\ufeff]"
 _NUMBER = re.compile(r"\s*[-+]?\d+(\.\d*)?\s*")
 
 
@@ -61,7 +62,7 @@ Timestamp = Annotated[datetime, BeforeValidator(_iso_text)]
 
 
 def _not_blank(value: str) -> str:
-    if not value.strip():
+    if not value.replace("\ufeff", "").strip():
         raise ValueError("is empty: it holds only white space")
     return value
 

@@ -81,8 +81,11 @@ class Projection:
             if shutil.disk_usage(self.directory).free < MIN_FREE_BYTES:
                 raise DiskFullError(str(self.directory)) from exc  # not damage: keep the file
             log.warning("user %s: %s; rebuilding the graph from the journal", self.user_id, exc)
-        for path in self.directory.glob(GRAPH_DIR + "*"):
-            shutil.rmtree(path) if path.is_dir() else path.unlink()
+        for path in self.directory.glob(GRAPH_DIR + "*"):  # the database and its WAL
+            if path.is_dir():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
         return self._graph_store()
 
     def _graph_store(self) -> GraphStore:
