@@ -113,4 +113,6 @@ def test_a_damaged_backup_fails_verify_and_restore(tmp_path: Path) -> None:
     assert checked.returncode == 1 and "u1:" in checked.stdout
     restored = memoryd("restore", str(dest), "--data-dir", str(tmp_path / "restored"))
     assert restored.returncode == 1 and "damaged" in restored.stderr
+    empty = memoryd("backup", str(tmp_path / "b2"), "--data-dir", str(tmp_path / "restored"))
+    assert empty.returncode == 1 and "holds no user" in empty.stderr
     assert not (tmp_path / "restored" / "users" / "u1").exists()

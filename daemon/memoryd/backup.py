@@ -91,7 +91,10 @@ def backup(
     """Copy ``users`` (all with data by default) of ``config.data_dir`` into ``dest`` (new or
     empty), with an export each and the manifest; returns the manifest."""
     source = config.data_dir / USERS_DIR
-    chosen = list(users) or sorted(p.name for p in source.iterdir() if p.is_dir())
+    found = sorted(p.name for p in source.iterdir() if p.is_dir()) if source.is_dir() else []
+    chosen = list(users) or found
+    if not chosen:
+        raise InvalidInputError(f"{config.data_dir} holds no user to back up")
     for user in chosen:
         if not (source / check_user_id(user) / JOURNAL_FILE).is_file():
             raise UserNotFoundError(user)
