@@ -75,4 +75,4 @@ def test_200_users_with_a_cap_of_8(tmp_path: Path) -> None:
         server.stop()
     assert errors == []
     (files_40, _), (files_200, _) = seen["after 40"], seen["after 200"]
-    assert files_200 <= files_40 + 16, seen  # request threads and connections come and go
+    assert files_200 <= files_40 + 40, seen  # threads and connections vary; a leak is +160
