@@ -66,11 +66,13 @@ def scribble(path: Path, seed: int) -> None:
 def test_damaged_projections_are_rebuilt_at_start(tmp_path: Path, damage: str) -> None:
     data = tmp_path / "data"
     server = ServerProcess(data, MODEL_DIR)
-    with server.client() as c:
-        fill(c)
-        before = answers(c)
-        counts = c.get(f"/v1/users/{USER}").json()["counts"]
-    server.stop()
+    try:
+        with server.client() as c:
+            fill(c)
+            before = answers(c)
+            counts = c.get(f"/v1/users/{USER}").json()["counts"]
+    finally:
+        server.stop()
     user = data / "users" / USER
     graph, episodic = user / "graph", user / "vectors" / "episodic.bin"
     if damage in ("graph truncated", "all"):
@@ -97,11 +99,13 @@ def test_damaged_projections_are_rebuilt_at_start(tmp_path: Path, damage: str) -
 def test_a_damaged_journal_is_refused_and_reported(tmp_path: Path) -> None:
     data = tmp_path / "data"
     server = ServerProcess(data, MODEL_DIR)
-    with server.client() as c:
-        fill(c)
-        body = {"turns": [{"session_id": "s", "role": "user", "text": "I live in Porto."}]}
-        assert c.post("/v1/users/u2/turns", json=body).status_code == 201
-    server.stop()
+    try:
+        with server.client() as c:
+            fill(c)
+            body = {"turns": [{"session_id": "s", "role": "user", "text": "I live in Porto."}]}
+            assert c.post("/v1/users/u2/turns", json=body).status_code == 201
+    finally:
+        server.stop()
     journal = data / "users" / USER / "journal.sqlite"
     rng = random.Random(3)
     with journal.open("r+b") as f:  # past the header page: SQLite still opens the file
