@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
-import sqlite3
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -30,7 +29,7 @@ from memoryd.errors import ConflictError, InvalidInputError, UserNotFoundError
 from memoryd.files import fsync_dir, fsync_file, write_private
 from memoryd.portability import export_records, read_records
 from memoryd.service import MemoryService, check_user_id
-from memoryd.store import Database, HeaderStore, Journal, integrity_problems
+from memoryd.store import Database, HeaderStore, Journal, copy_database, integrity_problems
 from memoryd.workspace import JOURNAL_FILE
 
 __all__ = ["BACKUP_FORMAT", "backup", "restore", "verify"]
@@ -57,18 +56,6 @@ def _summary(path: Path) -> dict[str, Any]:
     """What a journal holds, to compare copies: counts and the log's digest."""
     with _journal(path) as journal:
         return {"counts": journal.counts(), "log_sha256": journal.digest()}
-
-
-def _copy_journal(source: Path, target: Path) -> None:
-    """An online, consistent copy of a live journal (SQLite's backup API, in one step)."""
-    src = sqlite3.connect(f"{source.absolute().as_uri()}?mode=ro", uri=True)
-    dst = sqlite3.connect(target)
-    try:
-        src.backup(dst)
-    finally:
-        dst.close()
-        src.close()
-    fsync_file(target)
 
 
 def _write_export(journal_path: Path, user_id: str, target: Path) -> int:
@@ -110,7 +97,8 @@ def backup(
     for user in chosen:
         target = dest / USERS_DIR / user
         target.mkdir(parents=True, mode=0o700)
-        _copy_journal(source / user / JOURNAL_FILE, target / JOURNAL_FILE)
+        copy_database(source / user / JOURNAL_FILE, target / JOURNAL_FILE)
+        fsync_file(target / JOURNAL_FILE)
         summary = _summary(target / JOURNAL_FILE)
         summary["export_lines"] = _write_export(target / JOURNAL_FILE, user, target / EXPORT_FILE)
         manifest["users"][user] = summary

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from memoryd.config import Config
 from memoryd.encoder import MANIFEST_FILE, MODEL_FILE, TOKENIZER_FILE, sha256_file
+from memoryd.errors import JournalDamagedError
 from memoryd.store import integrity_problems
 from memoryd.workspace import JOURNAL_FILE
 
@@ -88,12 +89,8 @@ def deep_checks(config: Config) -> Iterator[Check]:
     for journal in sorted(users.glob(f"*/{JOURNAL_FILE}")) if users.is_dir() else []:
         user = journal.parent.name
         problems = integrity_problems(journal)
-        yield (
-            not problems,
-            f"journal of user {user!r} passes integrity_check",
-            f"{'; '.join(problems)[:300]}: restore it with "
-            f"`memoryd restore BACKUP --user {user}` (daemon stopped), or delete the user",
-        )
+        why = str(JournalDamagedError(user, "; ".join(problems)[:300])) if problems else ""
+        yield not problems, f"journal of user {user!r} passes integrity_check", why
     loose = [
         f"{path} is {oct(stat.S_IMODE(path.stat().st_mode))}"
         for path in [config.data_dir, *config.data_dir.rglob("*")]

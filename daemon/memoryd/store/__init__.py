@@ -46,7 +46,7 @@ from memoryd.store.records import (
     Written,
 )
 from memoryd.store.router_state import RoundKind, RoundRecord, RouterStore
-from memoryd.store.sqlite import Database, integrity_problems
+from memoryd.store.sqlite import Database, copy_database, integrity_problems
 from memoryd.store.vectors import VectorStore
 
 __all__ = [
@@ -80,6 +80,7 @@ __all__ = [
     "VectorStore",
     "Written",
     "change_of_payload",
+    "copy_database",
     "decode_embedding",
     "encode_embedding",
     "integrity_problems",

@@ -46,11 +46,15 @@ def placeholders(count: int) -> str:
     return ",".join("?" * count)
 
 
+def _read_only(path: Path) -> sqlite3.Connection:
+    return sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
+
+
 def integrity_problems(path: Path, limit: int = 5) -> list[str]:
     """What ``PRAGMA integrity_check`` finds wrong with the SQLite file at ``path`` (up to
     ``limit`` lines; [] when it is sound), read-only. A file SQLite cannot read is one problem."""
     try:
-        conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
+        conn = _read_only(path)
         try:
             found = [row[0] for row in conn.execute(f"PRAGMA integrity_check({int(limit)})")]
         finally:
@@ -58,6 +62,17 @@ def integrity_problems(path: Path, limit: int = 5) -> list[str]:
     except sqlite3.DatabaseError as exc:
         return [str(exc)]
     return [] if found == ["ok"] else found
+
+
+def copy_database(source: Path, target: Path) -> None:
+    """A consistent copy of a live SQLite file (SQLite's backup API, in one step, read-only on
+    the source): whatever another process writes meanwhile, one committed state."""
+    src, dst = _read_only(source), sqlite3.connect(target)
+    try:
+        src.backup(dst)
+    finally:
+        dst.close()
+        src.close()
 
 
 class Database:
