@@ -1,8 +1,9 @@
 """The process's native heap (glibc malloc): fewer arenas, and freed memory handed back.
 
 Most of the daemon's memory is native (onnxruntime, the graph engine, hnswlib, SQLite), and
-glibc keeps what a thread freed in that thread's arena for reuse. A bulk import leaves tens of
-MB free but resident: ``release_free_memory`` returns it to the kernel (``malloc_trim``).
+glibc keeps what a thread freed in that thread's arena for reuse. A bulk import, or closing a
+user, leaves tens of MB free but resident: ``release_free_memory`` returns it to the kernel
+(``malloc_trim``).
 Both calls do nothing where the C library is not glibc.
 """
 

@@ -14,6 +14,7 @@ as ``dict``. How a result looks in JSON is decided by :mod:`memoryd.schemas`, no
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import hashlib
@@ -571,8 +572,13 @@ class MemoryService:
             return ws.counts()
 
     def open_counts(self) -> dict[str, dict[str, int]]:
-        """Store sizes of the users whose stores are open now (for /metrics)."""
-        return {ws.user_id: ws.counts(graph=False) for ws in self.users.open_workspaces()}
+        """Store sizes of the users whose stores are open now (for /metrics); a user closed
+        since the list was taken is left out."""
+        counts = {}
+        for ws in self.users.open_workspaces():
+            with contextlib.suppress(ClosedError):
+                counts[ws.user_id] = ws.counts(graph=False)
+        return counts
 
     # -- export / import ---------------------------------------------------------------------
 

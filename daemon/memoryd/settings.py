@@ -105,7 +105,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "limits.max_open_users",
         32,
-        "Users whose stores stay open at once (LRU beyond).",
+        "Users whose stores stay open at once (LRU beyond); each holds about 65 MB.",
         check=_positive,
         rule="must be > 0",
     ),

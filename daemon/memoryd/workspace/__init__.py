@@ -249,7 +249,8 @@ class Workspace:
         self.writer.call(self.projection.save)
 
     def close(self) -> None:
-        """Drain the writer, save vectors, close every store. Guarded per step and logged."""
+        """Drain the writer, save vectors, close every store, and hand the memory they held
+        back to the kernel. Guarded per step and logged."""
         try:
             self.writer.close()
         finally:
@@ -259,3 +260,4 @@ class Workspace:
                 self.db.close()
             except Exception:
                 log.exception("user %s: closing the journal failed", self.user_id)
+            release_free_memory()
