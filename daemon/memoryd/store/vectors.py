@@ -241,8 +241,8 @@ class VectorStore:
         self.saved_seq = self.applied_seq
 
     def close(self) -> None:
-        """Release the indexes' memory now (~3-7 MB each, most of it hnswlib's per-slot locks),
-        not whenever the garbage collector reaches whatever still refers to this store."""
+        """Release the indexes' memory now (~3-7 MB each, half of it hnswlib's lock tables), not
+        whenever the garbage collector reaches whatever still refers to this store."""
         if not self._closed:
             self._closed = True
             self._indexes = {}
