@@ -19,7 +19,7 @@ LOCOMO ?= ../shared/data/locomo/locomo10.json
 export HF_HUB_OFFLINE := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: run test install models lint check-arm64 bench bench-scale bench-tiers eval config clean eval-router fuzz soak
+.PHONY: run test install models lint check-arm64 image-arm64 smoke-arm64 bench bench-scale bench-tiers eval config clean eval-router fuzz soak
 
 run: install models
 	$(BIN)/memoryd serve
@@ -100,6 +100,19 @@ lint: install
 # Asks PyPI whether every runtime dependency has an aarch64 wheel (network: not part of test).
 check-arm64: install
 	$(BIN)/python scripts/check_arm64_wheels.py
+
+# The arm64 image, built on this x86_64 machine (root): QEMU's binfmt entry, a Debian bookworm
+# arm64 base made with debootstrap (cached in ARM64_CACHE), then buildah on Dockerfile.arm64.
+# Emulated, so slow; not part of `make test`. smoke-arm64 runs the built image and compares it
+# with this checkout on x86_64.
+image-arm64: models
+	scripts/image_arm64.sh binfmt
+	scripts/image_arm64.sh base
+	scripts/image_arm64.sh build
+
+smoke-arm64: install models
+	$(BIN)/python scripts/smoke_arm64.py
+	scripts/image_arm64.sh units
 
 bench: install models
 	$(BIN)/python scripts/bench.py
