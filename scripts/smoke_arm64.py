@@ -251,7 +251,9 @@ def smoke_image(image: str, work: Path, probe_in: Path) -> dict[str, Any]:
             assert "memoryd stopped" in first.log_path.read_text(), first.log_tail()
             second = Daemon(serve, env, port, work / "arm64.log")
             result["seconds"]["restart to healthy"] = second.wait_healthy(probe, env)
-            result["restart"] = after_restart(url, (volume / "token").read_text().strip())
+            restart = after_restart(url, (volume / "token").read_text().strip())
+            assert restart == {"kept": result["counts"], "forgotten": 404}, restart
+            result["restart"] = restart
             assert second.stop() == -signal.SIGTERM, second.log_tail()
             result["probe"] = probe_image(root, config, probe_in)
         result["seconds"]["start to healthy"] = healthy

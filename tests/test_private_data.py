@@ -1,5 +1,6 @@
 """What the daemon keeps private, through real `memoryd serve` processes: the mode of every file
-it makes, logs without tokens or what users said, and a token rotated without a restart."""
+it makes, nothing written outside its data directory, logs without tokens or what users said,
+and a token rotated without a restart."""
 
 from __future__ import annotations
 
@@ -35,8 +36,11 @@ def memoryd(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
 
 
 def test_files_are_private_and_logs_hold_no_token_or_text(tmp_path: Path) -> None:
-    data = tmp_path / "data"
-    server = ServerProcess(data, MODEL_DIR, "--log-level", "info")
+    data, home = tmp_path / "data", tmp_path / "home"
+    home.mkdir()
+    # A home of its own: onnxruntime's telemetry wrote a device id under ~/.cache/Microsoft.
+    away = {"HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache")}
+    server = ServerProcess(data, MODEL_DIR, "--log-level", "info", env=away)
     token = server.headers["Authorization"].split()[1]
     with server.client() as c:
         turns = [{"session_id": "s1", "role": "user", "text": t} for t in TURNS]
@@ -49,6 +53,7 @@ def test_files_are_private_and_logs_hold_no_token_or_text(tmp_path: Path) -> Non
         assert c.get("/v1/users/u1/export").status_code == 200
         assert c.post("/v1/users/u1/tiers/reshuffle").status_code == 200
     assert server.stop() == -15
+    assert sorted(str(p.relative_to(home)) for p in home.rglob("*")) == []
     made = [data, *data.rglob("*")]
     assert len(made) > 10
     loose = {

@@ -9,4 +9,10 @@ import os
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
+# onnxruntime (1.32 on Linux) starts Microsoft's telemetry when it is loaded: it writes a device
+# id and a ~1 MB event store under $XDG_CACHE_HOME or ~/.cache/Microsoft/DeveloperTools/ (in the
+# container, that is the data volume). An offline, private daemon keeps it off; read when the
+# library loads, so set before anything imports onnxruntime.
+os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
+
 __version__ = "0.1.0"
