@@ -48,6 +48,9 @@ import httpx
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+from support.server import ServerProcess  # noqa: E402  (the e2e tests' real-server helper)
+
 REPORT = REPO / "build" / "arm64" / "smoke.json"
 READY_TIMEOUT_S = 600  # emulated start: the models load at ~1/100 of native speed
 VOLUME = "/var/lib/memoryd"
@@ -105,16 +108,13 @@ class Daemon:
         )
         STARTED.append(self)
 
-    def wait_healthy(self, probe: list[str] | None, env: dict[str, str]) -> float:
-        """Seconds until the HEALTHCHECK command (or /readyz) passes."""
+    def wait_healthy(self, probe: list[str], env: dict[str, str]) -> float:
+        """Seconds until the HEALTHCHECK command and /readyz pass."""
         deadline = self.started + READY_TIMEOUT_S
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 sys.exit(f"the daemon exited with {self.proc.returncode}:\n{self.log_tail()}")
-            if probe is not None:
-                passed = subprocess.run(probe, env=env, capture_output=True).returncode == 0
-            else:
-                passed = True  # no HEALTHCHECK: /readyz alone
+            passed = subprocess.run(probe, env=env, capture_output=True).returncode == 0
             if passed and self._ready():
                 return time.monotonic() - self.started
             time.sleep(1)
@@ -266,18 +266,19 @@ def smoke_image(image: str, work: Path, probe_in: Path) -> dict[str, Any]:
 
 
 def smoke_host(work: Path) -> dict[str, Any]:
-    data = work / "x86"
-    port = free_port()
-    argv = [
-        str(REPO / ".venv" / "bin" / "python"), "-m", "memoryd", "serve", "--port", str(port),
-        "--data-dir", str(data), "--model-dir", str(REPO / "models"),
-    ]  # fmt: skip
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    daemon = Daemon(argv, env, port, work / "x86.log")
-    healthy = daemon.wait_healthy(None, env)
-    result = exercise(f"http://127.0.0.1:{port}", (data / "token").read_text().strip())
-    result["seconds"]["start to healthy"] = healthy
-    daemon.stop()
+    """The same exercise on x86_64: this checkout's daemon, as the e2e tests start it."""
+    start = time.monotonic()
+    server = ServerProcess(work / "x86", REPO / "models")
+    try:
+        with server.client() as c:
+            while c.get("/readyz").status_code != 200:
+                time.sleep(0.2)
+        healthy = time.monotonic() - start
+        result = exercise(server.url, server.headers["Authorization"].split()[1])
+        result["seconds"]["start to healthy"] = healthy
+    finally:
+        server.stop()
+        (work / "x86.log").write_text("".join(server.log))
     return result
 
 
