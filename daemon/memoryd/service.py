@@ -572,13 +572,17 @@ class MemoryService:
             return ws.counts()
 
     def open_counts(self) -> dict[str, dict[str, int]]:
-        """Store sizes of the users whose stores are open now (for /metrics); a user closed
-        since the list was taken is left out."""
-        counts = {}
+        """Store sizes of the users whose stores are open now (for /metrics)."""
+        return self._each_open_workspace(lambda ws: ws.counts(graph=False))
+
+    def _each_open_workspace(self, fn: Callable[[Workspace], Any]) -> dict[str, Any]:
+        """``fn`` on each workspace open now, without a lease (nothing is reopened); a user
+        closed since the list was taken is left out: closing saved it."""
+        done: dict[str, Any] = {}
         for ws in self.users.open_workspaces():
             with contextlib.suppress(ClosedError):
-                counts[ws.user_id] = ws.counts(graph=False)
-        return counts
+                done[ws.user_id] = fn(ws)
+        return done
 
     # -- export / import ---------------------------------------------------------------------
 
@@ -628,11 +632,7 @@ class MemoryService:
     def save_all(self) -> None:
         """Persist the vector indexes of every open user and checkpoint the graphs written
         since (on each user's writer), then hand the heap's free memory back to the kernel."""
-        for ws in self.users.open_workspaces():
-            try:
-                ws.save()
-            except ClosedError:
-                continue  # evicted since the list was taken: closing saved it
+        self._each_open_workspace(lambda ws: ws.save())
         release_free_memory()
 
     def close(self) -> None:
