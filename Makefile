@@ -19,16 +19,21 @@ LOCOMO ?= ../shared/data/locomo/locomo10.json
 export HF_HUB_OFFLINE := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: run test install models lint check-arm64 image-arm64 smoke-arm64 bench bench-scale bench-tiers eval config clean eval-router fuzz soak
+.PHONY: run test install browser models lint check-arm64 image-arm64 smoke-arm64 bench bench-scale bench-tiers eval config clean eval-router fuzz soak
 
 run: install models
 	$(BIN)/memoryd serve
 
-test: install $(VENV)/.llm-installed models $(KUZU_VENV)/.installed
+test: install $(VENV)/.llm-installed models $(KUZU_VENV)/.installed browser
 	MEMORYD_KUZU_PYTHON=$(abspath $(KUZU_VENV))/bin/python $(BIN)/pytest -q
 	$(MAKE) --no-print-directory lint
 
 install: $(VENV)/.installed
+
+# The inspector's tests (tests/test_ui.py) drive Debian's Chromium through its WebDriver.
+browser:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; }
 
 # hnswlib has no wheels and compiles (~20 s): build it once into .wheels and reuse it.
 $(WHEELS)/.built:

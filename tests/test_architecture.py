@@ -40,6 +40,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
             {
                 "schemas",
                 "api",
+                "ui",
                 "mcp",
                 "app",
                 "jobs",
@@ -54,7 +55,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ),
 )
 LAYER_OF = {name: rank for rank, (_, names) in enumerate(LAYERS) for name in names}
-ONLY_IMPORTED_BY = {"api": {"app"}}
+ONLY_IMPORTED_BY = {"api": {"app"}, "ui": {"app"}}
 LONG_MODULES = {"store/graph.py"}
 MAX_LINES = 700
 

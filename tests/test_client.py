@@ -87,11 +87,13 @@ def test_every_route_through_the_sync_client(client: Client) -> None:
     assert client.feedback(user, episode.id, "positive").id == episode.id
     assert client.delete_memory(user, episode.id).deleted
     assert client.get_user(user).counts["turns"] == 4
+    assert user in client.list_users().users
     assert client.tiers(user).sizes
     assert client.reshuffle(user).scored > 0
     assert client.router_status(user).round == 0
     assert client.health().status == "ok" and client.ready().status == "ready"
     assert client.delete_user(user).removed.turns == 4
+    assert user not in client.list_users().users
 
 
 def test_the_async_client_answers_as_the_sync_one(server: ServerProcess, client: Client) -> None:

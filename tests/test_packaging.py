@@ -14,6 +14,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -512,3 +513,14 @@ def test_make_image_arm64_names_its_steps():
         "-f Dockerfile.arm64",
     ):
         assert step in text, step
+
+
+def test_the_inspector_page_ships_in_the_package():
+    """Every file of the page at /ui/ is package data (a wheel, as the image installs, has it)."""
+    package = ROOT / "daemon" / "memoryd"
+    patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-data"
+    ]["memoryd"]
+    shipped = {path for pattern in patterns for path in package.glob(pattern)}
+    page = {path for path in (package / "ui" / "static").rglob("*") if path.is_file()}
+    assert page and page <= shipped, sorted(str(p) for p in page - shipped)

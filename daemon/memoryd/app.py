@@ -27,6 +27,7 @@ from memoryd.api import (
     BodyLimitMiddleware,
     Metrics,
     MetricsMiddleware,
+    SecurityHeadersMiddleware,
     Token,
     bearer_problem,
     install_error_handlers,
@@ -37,6 +38,7 @@ from memoryd.api import (
 from memoryd.config import Config
 from memoryd.jobs import Jobs
 from memoryd.service import MemoryService
+from memoryd.ui import ui_routes
 
 log = logging.getLogger(__name__)
 
@@ -151,6 +153,10 @@ def create_app(
         version=__version__,
         description="On-device memory for personal LLM agents.",
         lifespan=lifespan,
+        # FastAPI's doc pages load their scripts from a CDN: nothing here may (the schema is
+        # /openapi.json; the inspector at /ui/ is the page for people).
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.metrics = Metrics()
     if service is not None:
@@ -165,8 +171,10 @@ def create_app(
         BodyLimitMiddleware, limit=config.limits.max_body_bytes, streamed=STREAMED_BODIES
     )
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
+    app.add_middleware(SecurityHeadersMiddleware)
     if config.mcp.enabled:
         _mount_mcp(app, config, token)
+    app.router.routes.extend(ui_routes())
     return app
 
 

@@ -61,6 +61,7 @@ from memoryd.schemas import (
     TurnPageReply,
     UndoneFactReply,
     UserCounts,
+    UserList,
     UserRemoved,
 )
 from memoryd.tokens import read_token
@@ -256,6 +257,10 @@ class Calls:
         return Call("PATCH", _user(user_id, "tasks", task_id), MemoryReply, body=body)
 
     @staticmethod
+    def list_users() -> Call[UserList]:
+        return Call("GET", _path("v1", "users"), UserList)
+
+    @staticmethod
     def get_user(user_id: str) -> Call[UserCounts]:
         return Call("GET", _user(user_id), UserCounts)
 
@@ -422,6 +427,7 @@ class Client:
     list_tasks = SyncRoute(Calls.list_tasks)
     create_task = SyncRoute(Calls.create_task)
     update_task = SyncRoute(Calls.update_task)
+    list_users = SyncRoute(Calls.list_users)
     get_user = SyncRoute(Calls.get_user)
     delete_user = SyncRoute(Calls.delete_user)
     import_user = SyncRoute(Calls.import_user)
@@ -502,6 +508,7 @@ class AsyncClient:
     list_tasks = AsyncRoute(Calls.list_tasks)
     create_task = AsyncRoute(Calls.create_task)
     update_task = AsyncRoute(Calls.update_task)
+    list_users = AsyncRoute(Calls.list_users)
     get_user = AsyncRoute(Calls.get_user)
     delete_user = AsyncRoute(Calls.delete_user)
     import_user = AsyncRoute(Calls.import_user)

@@ -1,5 +1,6 @@
-"""The HTTP layer: routes, bearer-token auth, body limits and metrics middleware, and the one
-table mapping memoryd's errors to statuses. Only the app factory (:mod:`memoryd.app`) uses it."""
+"""The HTTP layer: routes, bearer-token auth, body limit, security headers and metrics
+middleware, and the one table mapping memoryd's errors to statuses. Only the app factory
+(:mod:`memoryd.app`) uses it."""
 
 from memoryd.api.auth import (
     BEARER_SCHEME,
@@ -9,7 +10,12 @@ from memoryd.api.auth import (
     load_or_create_token,
 )
 from memoryd.api.errors import install as install_error_handlers
-from memoryd.api.middleware import BodyLimitMiddleware, Metrics, MetricsMiddleware
+from memoryd.api.middleware import (
+    BodyLimitMiddleware,
+    Metrics,
+    MetricsMiddleware,
+    SecurityHeadersMiddleware,
+)
 from memoryd.api.routes import STREAMED_BODIES, ops_router, v1_router
 
 __all__ = [
@@ -19,6 +25,7 @@ __all__ = [
     "BodyLimitMiddleware",
     "Metrics",
     "MetricsMiddleware",
+    "SecurityHeadersMiddleware",
     "Token",
     "bearer_problem",
     "install_error_handlers",

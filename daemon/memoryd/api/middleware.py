@@ -1,4 +1,4 @@
-"""ASGI middleware: request body limit (413) and per-route latency metrics."""
+"""ASGI middleware: request body limit (413), security headers and per-route latency metrics."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import json
 import time
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
+from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memoryd.api.errors import error_body
@@ -68,6 +69,55 @@ class BodyLimitMiddleware:
             return {"type": "http.request", "body": bytes(body), "more_body": False}
 
         await self.app(scope, replay, send)
+
+
+# Every reply may be loaded by a browser (the inspector at /ui/ is one page of this origin): only
+# this origin's scripts, styles and images, no inline script or style, no framing, and Trusted
+# Types with no policy, so the page cannot hand a string to an HTML sink (innerHTML throws).
+CONTENT_SECURITY_POLICY = "; ".join(
+    (
+        "default-src 'self'",
+        "script-src 'self'",
+        "style-src 'self'",
+        "img-src 'self'",
+        "connect-src 'self'",
+        "object-src 'none'",
+        "base-uri 'none'",
+        "form-action 'none'",
+        "frame-ancestors 'none'",
+        "require-trusted-types-for 'script'",
+        "trusted-types 'none'",
+    )
+)
+SECURITY_HEADERS = {
+    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cross-Origin-Opener-Policy": "same-origin",
+    "Cross-Origin-Resource-Policy": "same-origin",
+}
+
+
+class SecurityHeadersMiddleware:
+    """Add :data:`SECURITY_HEADERS` to every HTTP reply that does not set them itself."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                for name, value in SECURITY_HEADERS.items():
+                    headers.setdefault(name, value)
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
 
 
 class Metrics:

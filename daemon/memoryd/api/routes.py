@@ -48,6 +48,7 @@ from memoryd.schemas import (
     TurnPageReply,
     UndoneFactReply,
     UserCounts,
+    UserList,
     UserRemoved,
 )
 from memoryd.service import MemoryService, check_user_id
@@ -232,6 +233,11 @@ def v1_router() -> APIRouter:
         """Move a task along its trajectory (pending → done/cancelled/expired, or reopen)."""
         task = await run_blocking(service.update_task, user_id, task_id, body.status, body.note)
         return MemoryReply.of(task)
+
+    @router.get("/users", response_model=UserList)
+    async def list_users(service: Service) -> UserList:
+        """The ids of the users with data (opens none of them)."""
+        return UserList(users=await run_blocking(service.users_with_data))
 
     @router.get("/users/{user_id}", response_model=UserCounts)
     async def get_user(user_id: UserId, service: Service) -> dict[str, Any]:

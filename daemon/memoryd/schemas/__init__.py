@@ -26,6 +26,7 @@ from memoryd.schemas.replies import (
     TurnReply,
     UndoneFactReply,
     UserCounts,
+    UserList,
     UserRemoved,
     dump,
 )
@@ -72,6 +73,7 @@ __all__ = [
     "TurnReply",
     "UndoneFactReply",
     "UserCounts",
+    "UserList",
     "UserRemoved",
     "dump",
 ]

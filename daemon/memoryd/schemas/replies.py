@@ -55,6 +55,7 @@ __all__ = [
     "TurnReply",
     "UndoneFactReply",
     "UserCounts",
+    "UserList",
     "UserRemoved",
     "dump",
 ]
@@ -344,6 +345,12 @@ class QueryReply(BaseModel):
 
 
 # -- users -----------------------------------------------------------------------------------
+
+
+class UserList(BaseModel):
+    """The users with data, by id."""
+
+    users: list[str]
 
 
 class UserCounts(BaseModel):
