@@ -87,7 +87,10 @@ async function render() {
   signOut.hidden = false;
   const target = resolve(location.hash);
   if (target === null) {
-    main.replaceChildren(h("h1", { tabindex: "-1" }, "No such page"), link([], "Back to the users"));
+    main.replaceChildren(
+      h("h1", { tabindex: "-1" }, "No such page"),
+      link([], "Back to the users"),
+    );
     return;
   }
   main.replaceChildren(h("p", { class: "loading" }, "Loading…"));

@@ -43,8 +43,26 @@ export function table(headers, rows, props = {}) {
     h(
       "table",
       props,
-      h("thead", {}, h("tr", {}, headers.map((x) => h("th", { scope: "col" }, x)))),
-      h("tbody", {}, rows.map((row) => h("tr", {}, row.map((cell) => h("td", {}, cell))))),
+      h(
+        "thead",
+        {},
+        h(
+          "tr",
+          {},
+          headers.map((x) => h("th", { scope: "col" }, x)),
+        ),
+      ),
+      h(
+        "tbody",
+        {},
+        rows.map((row) =>
+          h(
+            "tr",
+            {},
+            row.map((cell) => h("td", {}, cell)),
+          ),
+        ),
+      ),
     ),
   );
 }
@@ -52,7 +70,11 @@ export function table(headers, rows, props = {}) {
 /** A definition list from [term, value] pairs (pairs with an empty value are left out). */
 export function facts(pairs) {
   const items = pairs.filter(([, v]) => v !== undefined && v !== null && v !== "");
-  return h("dl", { class: "pairs" }, items.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]));
+  return h(
+    "dl",
+    { class: "pairs" },
+    items.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]),
+  );
 }
 
 export function chip(text, kind = "") {
@@ -105,6 +127,12 @@ export function notice(text) {
 
 /** A line of small facts side by side: each part its own box, so they are spaced apart. */
 export function meta(...parts) {
-  const items = parts.flat(Infinity).filter((p) => p !== null && p !== undefined && p !== false && p !== "");
-  return h("div", { class: "meta" }, items.map((p) => (p instanceof Node ? p : h("span", {}, p))));
+  const items = parts
+    .flat(Infinity)
+    .filter((p) => p !== null && p !== undefined && p !== false && p !== "");
+  return h(
+    "div",
+    { class: "meta" },
+    items.map((p) => (p instanceof Node ? p : h("span", {}, p))),
+  );
 }

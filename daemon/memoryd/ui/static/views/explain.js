@@ -6,7 +6,13 @@ import { chip, h, link, meta, number, problem, table } from "../dom.js";
 import { MEMORY_TYPES } from "./users.js";
 
 export async function explainView({ user }) {
-  const query = h("input", { id: "query", type: "search", required: true, maxlength: 2048, size: 40 });
+  const query = h("input", {
+    id: "query",
+    type: "search",
+    required: true,
+    maxlength: 2048,
+    size: 40,
+  });
   const k = h("input", { id: "k", type: "number", min: 1, max: 50, value: 10 });
   const mode = h(
     "select",

@@ -49,7 +49,12 @@ function editForm(user, memory, refresh) {
     { class: "edit" },
     h("label", { for: "memory-text" }, "Text"),
     text,
-    h("div", { class: "actions" }, h("label", { for: "memory-importance" }, "Importance (1–10)"), importance),
+    h(
+      "div",
+      { class: "actions" },
+      h("label", { for: "memory-importance" }, "Importance (1–10)"),
+      importance,
+    ),
     h("div", { class: "actions" }, h("button", { type: "submit", class: "primary" }, "Save")),
     result,
   );
@@ -57,7 +62,8 @@ function editForm(user, memory, refresh) {
     event.preventDefault();
     const patch = {};
     if (text.value !== memory.text) patch.text = text.value;
-    if (Number(importance.value) !== memory.record.header.importance) patch.importance = Number(importance.value);
+    if (Number(importance.value) !== memory.record.header.importance)
+      patch.importance = Number(importance.value);
     if (Object.keys(patch).length === 0) {
       result.replaceChildren(h("p", {}, "Nothing changed."));
       return;

@@ -42,9 +42,27 @@ export function ruleTree(record) {
     "ul",
     { class: "tree" },
     h("li", {}, h("strong", {}, "if "), conditions.join(" and ") || "always"),
-    h("li", {}, h("strong", {}, "then "), h("ol", {}, steps.map((t) => h("li", {}, t)))),
+    h(
+      "li",
+      {},
+      h("strong", {}, "then "),
+      h(
+        "ol",
+        {},
+        steps.map((t) => h("li", {}, t)),
+      ),
+    ),
     [...branches].map(([case_, actions]) =>
-      h("li", {}, h("strong", {}, `when ${case_} `), h("ol", {}, actions.map((t) => h("li", {}, t)))),
+      h(
+        "li",
+        {},
+        h("strong", {}, `when ${case_} `),
+        h(
+          "ol",
+          {},
+          actions.map((t) => h("li", {}, t)),
+        ),
+      ),
     ),
   );
 }
@@ -56,12 +74,20 @@ function votes(user, memory) {
     action(
       label,
       async () => {
-        const updated = await api("POST", userPath(user, ["memories", memory.id, "feedback"]), { value });
+        const updated = await api("POST", userPath(user, ["memories", memory.id, "feedback"]), {
+          value,
+        });
         shown.textContent = `helpful ${updated.record.positive} · not helpful ${updated.record.negative}`;
       },
       { "data-vote": value },
     );
-  return h("div", { class: "actions" }, shown, vote("positive", "Helpful"), vote("negative", "Not helpful"));
+  return h(
+    "div",
+    { class: "actions" },
+    shown,
+    vote("positive", "Helpful"),
+    vote("negative", "Not helpful"),
+  );
 }
 
 function ruleCard(user, memory) {

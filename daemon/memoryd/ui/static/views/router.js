@@ -30,13 +30,33 @@ export async function routerView({ user }) {
     facts([
       ["round", String(router.round)],
       ["deferral threshold τ", number(router.tau)],
-      ["head", `round ${router.head.round}, ${router.head.source}, temperature ${number(router.head.temperature)}`],
+      [
+        "head",
+        `round ${router.head.round}, ${router.head.source}, temperature ${number(router.head.temperature)}`,
+      ],
       ["LLM", router.llm ?? "none (no turn is deferred)"],
-      ["label pool", `${router.pool.size} (${router.pool.new} new; a round every ${router.pool.retrain_every})`],
-      ["queue", Object.entries(router.queue).map(([k, v]) => `${v} ${k}`).join(", ")],
+      [
+        "label pool",
+        `${router.pool.size} (${router.pool.new} new; a round every ${router.pool.retrain_every})`,
+      ],
+      [
+        "queue",
+        Object.entries(router.queue)
+          .map(([k, v]) => `${v} ${k}`)
+          .join(", "),
+      ],
     ]),
     h("h2", {}, "Per round"),
-    h("figure", {}, chart(router), h("figcaption", { class: "meta" }, "line: validation macro-F1 after the round · bars: share of the round's routing decisions sent to the LLM")),
+    h(
+      "figure",
+      {},
+      chart(router),
+      h(
+        "figcaption",
+        { class: "meta" },
+        "line: validation macro-F1 after the round · bars: share of the round's routing decisions sent to the LLM",
+      ),
+    ),
     h("h3", {}, "Training rounds"),
     rounds.length
       ? table(["round", "kind", "validation", "macro-F1 before", "macro-F1 after", "at"], rounds)

@@ -39,7 +39,10 @@ function taskCard(user, task, refresh) {
     action(
       label,
       async () => {
-        await api("PATCH", userPath(user, ["tasks", task.id]), { status: to, note: "set in the inspector" });
+        await api("PATCH", userPath(user, ["tasks", task.id]), {
+          status: to,
+          note: "set in the inspector",
+        });
         await refresh(`"${r.title}" is now ${to}.`);
       },
       { "data-move": to },

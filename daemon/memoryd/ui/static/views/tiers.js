@@ -35,17 +35,33 @@ export async function tiersView({ user, refresh }) {
     table(
       ["tier", "records", "holds"],
       [
-        ["1 (cache)", String(sizes.tier1 ?? 0), `the last ${capacity.recent_sessions} sessions and the best ${capacity.tier1_by_score} by score`],
+        [
+          "1 (cache)",
+          String(sizes.tier1 ?? 0),
+          `the last ${capacity.recent_sessions} sessions and the best ${capacity.tier1_by_score} by score`,
+        ],
         ["2 (buffer)", String(sizes.tier2 ?? 0), `up to ${capacity.tier2}`],
         ["3 (archive)", String(sizes.tier3 ?? 0), "the rest"],
       ],
     ),
     h("div", { class: "actions" }, reshuffle),
     h("h2", {}, "Persona"),
-    h("p", { class: "text card" }, persona.profile || "No profile yet: it is built from current facts."),
+    h(
+      "p",
+      { class: "text card" },
+      persona.profile || "No profile yet: it is built from current facts.",
+    ),
     facts([
       ["from facts", String(persona.facts)],
-      ["drift", h("span", {}, drift, ` ${number(persona.drift, 3)} (re-scores past ${number(persona.drift_threshold, 2)})`)],
+      [
+        "drift",
+        h(
+          "span",
+          {},
+          drift,
+          ` ${number(persona.drift, 3)} (re-scores past ${number(persona.drift_threshold, 2)})`,
+        ),
+      ],
       ["anchored", when(persona.anchored_at) || "not yet"],
       ["last reshuffle", tiers.last_reshuffle ? json(tiers.last_reshuffle) : "none yet"],
       ["last drift check", tiers.last_drift ? json(tiers.last_drift) : "none yet"],

@@ -17,7 +17,9 @@ export async function timelineView({ user }) {
       if (turn.session_id !== session) {
         session = turn.session_id;
         group = h("ol", { class: "turns" });
-        sessions.append(h("section", { class: "session" }, h("h2", {}, `Session ${session}`), group));
+        sessions.append(
+          h("section", { class: "session" }, h("h2", {}, `Session ${session}`), group),
+        );
       }
       group.append(turnItem(user, turn));
     }
@@ -71,7 +73,9 @@ function memoryLinks(user, detail) {
   return h(
     "ul",
     {},
-    detail.memories.map((m) => h("li", {}, chip(m.type, m.type), " ", link(["u", user, "m", m.id], m.id))),
+    detail.memories.map((m) =>
+      h("li", {}, chip(m.type, m.type), " ", link(["u", user, "m", m.id], m.id)),
+    ),
   );
 }
 
@@ -103,4 +107,3 @@ export async function turnView({ user, id }) {
       : []),
   ];
 }
-

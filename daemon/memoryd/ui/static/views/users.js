@@ -12,7 +12,9 @@ export async function usersView() {
   if (users.length === 0) {
     return [
       heading,
-      notice("No user has data yet: an assistant adds one with its first POST /v1/users/<user>/turns."),
+      notice(
+        "No user has data yet: an assistant adds one with its first POST /v1/users/<user>/turns.",
+      ),
     ];
   }
   const rows = users.map((user) => [user, Array.from({ length: 7 }, () => h("span", {}, ""))]);
@@ -24,9 +26,15 @@ export async function usersView() {
       "p",
       {},
       `${users.length} user${users.length === 1 ? "" : "s"} with data.`,
-      users.length > SUMMARISED ? ` Counts are shown for the first ${SUMMARISED}; open a user for theirs.` : "",
+      users.length > SUMMARISED
+        ? ` Counts are shown for the first ${SUMMARISED}; open a user for theirs.`
+        : "",
     ),
-    table(headers, rows.map(([user, cells]) => [link(["u", user], user), ...cells]), { class: "users" }),
+    table(
+      headers,
+      rows.map(([user, cells]) => [link(["u", user], user), ...cells]),
+      { class: "users" },
+    ),
   ];
 }
 
@@ -76,7 +84,10 @@ export async function userView({ user, refresh }) {
         ["turns", String(counts.turns ?? 0)],
         ...memories.map(([t, n]) => [chip(t, t), String(n)]),
         ["tiers 1 / 2 / 3", tierSizes(tiers.sizes)],
-        ["router round", `${router.round} (τ ${router.tau.toFixed(2)}, head: ${router.head.source})`],
+        [
+          "router round",
+          `${router.round} (τ ${router.tau.toFixed(2)}, head: ${router.head.source})`,
+        ],
       ],
     ),
     h("h2", {}, "Forget this user"),
@@ -124,12 +135,16 @@ function forgetButton(user, turns, memories, total, refresh) {
       result.replaceChildren(problem(error));
     }
   });
-  const open = action(`Forget ${user}…`, async () => {
-    typed.value = "";
-    confirm.disabled = true;
-    result.replaceChildren();
-    dialog.showModal();
-    typed.focus();
-  }, { class: "danger" });
+  const open = action(
+    `Forget ${user}…`,
+    async () => {
+      typed.value = "";
+      confirm.disabled = true;
+      result.replaceChildren();
+      dialog.showModal();
+      typed.focus();
+    },
+    { class: "danger" },
+  );
   return [open, dialog];
 }
