@@ -171,12 +171,14 @@ def test_an_export_holding_a_turn_twice_is_422_and_writes_nothing(client: TestCl
     assert client.get("/v1/users/bob", headers=AUTH).status_code == 404
 
 
-def test_the_save_job_skips_a_user_evicted_meanwhile(service: MemoryService) -> None:
-    """save_all lists the open users, then saves each: one closed in between is skipped (it
-    saved its vectors on close), not a failed job."""
+def test_the_save_job_and_metrics_skip_a_user_evicted_meanwhile(service: MemoryService) -> None:
+    """save_all and the /metrics readers list the open users, then read each: one closed in
+    between is left out (it saved its vectors on close), not a failed job or a 500."""
     service.ingest("alice", [TurnIn(**TURN).to_new_turn()])
     listed = service.users.open_workspaces()
     with service.users.closed("alice"):
         pass
     service.users.open_workspaces = lambda: listed  # type: ignore[method-assign]
     service.save_all()
+    assert service.open_counts() == {}
+    assert service.router_statuses() == {}

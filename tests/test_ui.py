@@ -252,9 +252,11 @@ def test_see_and_correct_what_is_remembered(server: ServerProcess, browser: Brow
     browser.go(f"u/{user}/tiers")
     assert "lives in" in browser.find("main .card").text
     browser.screenshot("tiers")
+    with server.client(timeout=300) as client:  # a training round, for the chart to show
+        client.post(f"/v1/users/{user}/router/rounds").raise_for_status()
     browser.go(f"u/{user}/router")
-    assert browser.find("svg.chart")
-    assert "shipped" in browser.main_text()
+    assert browser.find("main table", "macro-F1 after")
+    assert len(browser.find_all("svg.chart circle")) == 1  # the round's macro-F1
     browser.screenshot("router")
 
     # Forget the user: the dialog names what goes; the receipt says what went.

@@ -504,7 +504,7 @@ class MemoryService:
 
     def router_statuses(self) -> dict[str, dict[str, Any]]:
         """Router status of the users whose stores are open now (for /metrics)."""
-        return {ws.user_id: ws.router.status() for ws in self.users.open_workspaces()}
+        return self._each_open_workspace(lambda ws: ws.router.status())
 
     # -- users -------------------------------------------------------------------------------
 
