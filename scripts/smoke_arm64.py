@@ -11,7 +11,7 @@ binfmt entry runs the aarch64 binaries. One change to the image's settings: it l
 Then, as a user of the image would:
 1. run the image's HEALTHCHECK command until it passes (time to healthy);
 2. ingest a short conversation for two users, query each, and check the typed sections;
-3. forget one user and check the receipt;
+3. forget one user and check the receipt; the inspector page is served (from the wheel);
 4. stop with SIGTERM: a complete shutdown ("memoryd stopped" in the log), then uvicorn re-raises
    the signal, so the process ends by SIGTERM (exit status 143 under Docker);
 5. start again on the same volume: the other user is all there, the forgotten one is gone.
@@ -168,6 +168,11 @@ def exercise(url: str, token: str) -> dict[str, Any]:
         out["seconds"]["forget"] = time.monotonic() - start
         out["receipt"] = ok(r).json()
         assert c.get(f"/v1/users/{FORGET}").status_code == 404
+        # The inspector's files are package data: the installed wheel serves them.
+        page, script = c.get("/ui/"), c.get("/ui/app.js")
+        assert ok(page).headers["content-type"].startswith("text/html"), page.headers
+        assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
+        out["inspector bytes"] = len(page.content) + len(ok(script).content)
     return out
 
 

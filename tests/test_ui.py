@@ -21,7 +21,7 @@ import pytest
 from selenium.webdriver.common.keys import Keys
 
 from memoryd.ui import STATIC_DIR
-from support.browser import Browser
+from support.browser import PHONE, Browser
 from support.config import MODEL_DIR
 from support.server import ServerProcess
 
@@ -281,9 +281,10 @@ def test_see_and_correct_what_is_remembered(server: ServerProcess, browser: Brow
 def test_keyboard_only_on_a_phone_sized_screen(server: ServerProcess) -> None:
     user = "kim"
     ingest(server, user)
-    browser = Browser(server.url, width=390, height=844)
+    browser = Browser(server.url, phone=True)
     try:
         browser.sign_in(token_of(server))
+        assert browser.driver.execute_script("return window.innerWidth") == PHONE[0]
         browser.go(f"u/{user}/tasks")
         browser.find(".task", "passport")
         assert browser.driver.execute_script(

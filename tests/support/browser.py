@@ -19,6 +19,7 @@ from support.config import REPO
 
 SCREENSHOTS = REPO / "build" / "ui-screenshots"
 WAIT_S = 30
+PHONE = (390, 844)  # CSS pixels of a common phone screen
 
 
 def chromium_paths() -> tuple[str, str]:
@@ -36,13 +37,16 @@ def chromium_paths() -> tuple[str, str]:
 class Browser:
     """One headless Chromium window on the daemon at ``url``."""
 
-    def __init__(self, url: str, width: int = 1200, height: int = 900) -> None:
+    def __init__(self, url: str, phone: bool = False) -> None:
         binary, driver = chromium_paths()
         options = webdriver.ChromeOptions()
         options.binary_location = binary
         for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
             options.add_argument(arg)
-        options.add_argument(f"--window-size={width},{height}")
+        options.add_argument("--window-size=1200,900")
+        if phone:  # a headless window is at least 500 px wide: emulate the phone's screen
+            metrics = {"width": PHONE[0], "height": PHONE[1], "pixelRatio": 3, "touch": True}
+            options.add_experimental_option("mobileEmulation", {"deviceMetrics": metrics})
         options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
         self.driver = webdriver.Chrome(service=Service(driver), options=options)
         self.url = url
