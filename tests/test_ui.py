@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import json
 import re
 import shutil
 import threading
@@ -55,8 +56,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
 
 
 @pytest.fixture
-def browser(server: ServerProcess) -> Iterator[Browser]:
-    window = Browser(server.url)
+def browser(server: ServerProcess, tmp_path: Path) -> Iterator[Browser]:
+    window = Browser(server.url, downloads=tmp_path / "downloads")
     yield window
     window.close()
 
@@ -166,7 +167,9 @@ def test_a_wrong_token_is_refused(server: ServerProcess, browser: Browser) -> No
     assert browser.driver.get_cookies() == []
 
 
-def test_see_and_correct_what_is_remembered(server: ServerProcess, browser: Browser) -> None:
+def test_see_and_correct_what_is_remembered(
+    server: ServerProcess, browser: Browser, tmp_path: Path
+) -> None:
     user = "ana"
     receipts = ingest(server, user)["turns"]
     kayak_turn = receipts[1]["turn_id"]
@@ -259,8 +262,19 @@ def test_see_and_correct_what_is_remembered(server: ServerProcess, browser: Brow
     assert len(browser.find_all("svg.chart circle")) == 1  # the round's macro-F1
     browser.screenshot("router")
 
-    # Forget the user: the dialog names what goes; the receipt says what went.
+    # Keep a copy: the export the page saves is the API's, record for record.
     browser.go(f"u/{user}")
+    browser.click("main button", "Download the export")
+    browser.find("main .meta", f"Saved {user}.jsonl")
+    saved = tmp_path / "downloads" / f"{user}.jsonl"
+    browser.wait(lambda _: saved.exists() and saved.read_text().endswith("\n"))
+    with server.client() as client:
+        exported = client.get(f"/v1/users/{user}/export").text.splitlines()
+    downloaded = saved.read_text().splitlines()
+    assert json.loads(downloaded[0])["user_id"] == user
+    assert downloaded[1:-1] == exported[1:-1] and len(exported) > len(CONVERSATION)
+
+    # Forget the user: the dialog names what goes; the receipt says what went.
     browser.click("main button", f"Forget {user}")
     dialog = browser.find("dialog")
     assert f"{len(CONVERSATION)} turns" in dialog.text

@@ -37,7 +37,7 @@ def chromium_paths() -> tuple[str, str]:
 class Browser:
     """One headless Chromium window on the daemon at ``url``."""
 
-    def __init__(self, url: str, phone: bool = False) -> None:
+    def __init__(self, url: str, phone: bool = False, downloads: Path | None = None) -> None:
         binary, driver = chromium_paths()
         options = webdriver.ChromeOptions()
         options.binary_location = binary
@@ -48,6 +48,12 @@ class Browser:
             metrics = {"width": PHONE[0], "height": PHONE[1], "pixelRatio": 3, "touch": True}
             options.add_experimental_option("mobileEmulation", {"deviceMetrics": metrics})
         options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+        if downloads is not None:  # files the page saves go there, without asking
+            prefs = {
+                "download.default_directory": str(downloads),
+                "download.prompt_for_download": False,
+            }
+            options.add_experimental_option("prefs", prefs)
         self.driver = webdriver.Chrome(service=Service(driver), options=options)
         self.url = url
         self.console: list[dict[str, Any]] = []

@@ -23,6 +23,24 @@ export const UNREACHABLE =
 
 /** Send one request; the parsed JSON reply, or an ApiError. A 401 also signs the tab out. */
 export async function api(method, path, body) {
+  const reply = await send(method, path, body);
+  return reply.json().catch(() => null);
+}
+
+/** Save a reply's body as a file of the reader's (an export), through a short-lived blob URL:
+ * the request carries the token, which a plain link could not. */
+export async function download(path, filename) {
+  const blob = await (await send("GET", path)).blob();
+  const url = URL.createObjectURL(blob);
+  const save = Object.assign(document.createElement("a"), { href: url, download: filename });
+  document.body.append(save);
+  save.click();
+  save.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 60_000);
+  return blob.size;
+}
+
+async function send(method, path, body) {
   const headers = { Authorization: `Bearer ${token.get() ?? ""}` };
   if (body !== undefined) headers["Content-Type"] = "application/json";
   let reply;
@@ -37,9 +55,8 @@ export async function api(method, path, body) {
   } catch {
     throw new ApiError(0, "Unreachable", UNREACHABLE);
   }
-  const data = await reply.json().catch(() => null);
-  if (reply.ok) return data;
-  const error = data?.error ?? {};
+  if (reply.ok) return reply;
+  const error = (await reply.json().catch(() => null))?.error ?? {};
   const message = error.message ?? `${reply.status} ${reply.statusText}`;
   if (reply.status === 401) {
     token.clear();

@@ -1,6 +1,6 @@
 // The users with data, and one user's overview: what is stored, and forgetting it all.
 
-import { api, userPath } from "../api.js";
+import { api, download, userPath } from "../api.js";
 import { action, chip, h, link, notice, problem, table } from "../dom.js";
 
 export const MEMORY_TYPES = ["episodic", "semantic", "procedural", "working"];
@@ -90,10 +90,27 @@ export async function userView({ user, refresh }) {
         ],
       ],
     ),
+    h("h2", {}, "Keep a copy"),
+    h(
+      "p",
+      {},
+      "Everything stored about this user, as the JSON lines memoryd export writes " +
+        "(memoryd import loads it back).",
+    ),
+    exportButton(user),
     h("h2", {}, "Forget this user"),
     h("p", {}, "Removes everything memoryd holds about this user."),
     forgetButton(user, counts.turns ?? 0, memories, total, refresh),
   ];
+}
+
+function exportButton(user) {
+  const saved = h("span", { class: "meta", "aria-live": "polite" });
+  const button = action("Download the export", async () => {
+    const bytes = await download(userPath(user, ["export"]), `${user}.jsonl`);
+    saved.replaceChildren(`Saved ${user}.jsonl (${bytes} bytes).`);
+  });
+  return h("div", { class: "actions" }, button, saved);
 }
 
 /** Forgetting asks first, in a dialog that names what goes, and shows the receipt after. */
@@ -111,7 +128,8 @@ function forgetButton(user, turns, memories, total, refresh) {
       "p",
       {},
       `This removes ${turns} turns and ${total} memories (${breakdown}), with their graph, ` +
-        `their vector indexes and every file under users/${user}. It cannot be undone.`,
+        `their vector indexes and every file under users/${user}. It cannot be undone: ` +
+        "download the export first to keep a copy.",
     ),
     h("label", { for: "confirm-user" }, `Type ${user} to confirm`),
     typed,
