@@ -339,6 +339,23 @@ def framing_site(tmp_path: Path) -> Iterator[str]:
     site.server_close()
 
 
+def test_no_sign_in_when_the_daemon_asks_for_no_token(tmp_path: Path) -> None:
+    """With auth.enabled = false (loopback only) the page opens on the users, with no sign-in
+    form and no sign-out button."""
+    server = ServerProcess(tmp_path / "data", MODEL_DIR, env={"MEMORYD_AUTH_ENABLED": "false"})
+    browser = Browser(server.url)
+    try:
+        assert not (tmp_path / "data" / "token").exists()
+        ingest(server, "open-user")
+        browser.open()
+        browser.find("table.users a", "open-user")
+        assert browser.find_all("#token") == []
+        assert not browser.find_all("#sign-out")[0].is_displayed()
+    finally:
+        browser.close()
+        server.stop()
+
+
 def test_the_page_cannot_be_framed(
     server: ServerProcess, browser: Browser, framing_site: str, tmp_path: Path
 ) -> None:

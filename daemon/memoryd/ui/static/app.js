@@ -80,11 +80,14 @@ function userTabs(user, section) {
 
 async function render() {
   const ticket = ++rendering;
-  if (!token.get()) {
-    showSignIn();
-    return;
+  if (token.get() === null) {
+    if (await tokenNeeded()) {
+      if (ticket === rendering) showSignIn();
+      return;
+    }
+    token.set(""); // the daemon runs with auth.enabled = false: there is nothing to sign in with
   }
-  signOut.hidden = false;
+  signOut.hidden = token.get() === "";
   const target = resolve(location.hash);
   if (target === null) {
     main.replaceChildren(
@@ -117,6 +120,16 @@ async function render() {
   const nodes = [content].flat(Infinity).filter((node) => node !== null && node !== undefined);
   main.replaceChildren(...tabs, ...shown, ...nodes);
   main.querySelector("h1")?.focus();
+}
+
+/** Whether the daemon wants a token: a request without one is refused. */
+async function tokenNeeded() {
+  try {
+    const reply = await fetch("/v1/users", { cache: "no-store", credentials: "omit" });
+    return reply.status === 401;
+  } catch {
+    return true;
+  }
 }
 
 function showSignIn(message) {
