@@ -144,7 +144,7 @@ def main() -> int:
             before = export_of(c)
         export_file = work / "sentinel.jsonl"
         export_file.write_text("".join(json.dumps(r) + "\n" for r in before))
-        token = server.headers["Authorization"].split(" ", 1)[1]
+        token = server.token
         env = {
             **os.environ,
             "SCHEMATHESIS_HOOKS": "fuzz_hooks",

@@ -279,7 +279,7 @@ def smoke_host(work: Path) -> dict[str, Any]:
             while c.get("/readyz").status_code != 200:
                 time.sleep(0.2)
         healthy = time.monotonic() - start
-        result = exercise(server.url, server.headers["Authorization"].split()[1])
+        result = exercise(server.url, server.token)
         result["seconds"]["start to healthy"] = healthy
     finally:
         server.stop()

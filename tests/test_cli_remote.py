@@ -78,7 +78,7 @@ def test_url_names_the_daemon(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     try:
         with server.client() as http:
             http.post("/v1/users/bo/turns", json={"turns": LINES[:1]}).raise_for_status()
-        monkeypatch.setenv("MEMORYD_TOKEN", server.headers["Authorization"].split()[1])
+        monkeypatch.setenv("MEMORYD_TOKEN", server.token)
         run = runner_for(tmp_path / "elsewhere", monkeypatch)
         facts = json.loads(run("memory facts", "--user", "bo", "--url", server.url).output)
         monkeypatch.setenv("MEMORYD_URL", server.url)

@@ -45,12 +45,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
 
 @pytest.fixture
 def client(server: ServerProcess) -> Iterator[Client]:
-    with Client(server.url, server.headers["Authorization"].removeprefix("Bearer ")) as c:
+    with Client(server.url, server.token) as c:
         yield c
-
-
-def token_of(server: ServerProcess) -> str:
-    return server.headers["Authorization"].removeprefix("Bearer ")
 
 
 def test_every_route_through_the_sync_client(client: Client) -> None:
@@ -98,7 +94,7 @@ def test_every_route_through_the_sync_client(client: Client) -> None:
 
 def test_the_async_client_answers_as_the_sync_one(server: ServerProcess, client: Client) -> None:
     async def scenario() -> tuple[QueryReply, int, list[str]]:
-        async with AsyncClient(server.url, token_of(server)) as memory:
+        async with AsyncClient(server.url, server.token) as memory:
             await memory.ingest("async", TURNS)
             reply = await memory.query("async", "where do I live?")
             counts = (await memory.get_user("async")).counts

@@ -41,7 +41,7 @@ def test_files_are_private_and_logs_hold_no_token_or_text(tmp_path: Path) -> Non
     # A home of its own: onnxruntime's telemetry wrote a device id under ~/.cache/Microsoft.
     away = {"HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache")}
     server = ServerProcess(data, MODEL_DIR, "--log-level", "info", env=away)
-    token = server.headers["Authorization"].split()[1]
+    token = server.token
     with server.client() as c:
         turns = [{"session_id": "s1", "role": "user", "text": t} for t in TURNS]
         assert c.post("/v1/users/u1/turns", json={"turns": turns}).status_code == 201

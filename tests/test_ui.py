@@ -62,10 +62,6 @@ def browser(server: ServerProcess, tmp_path: Path) -> Iterator[Browser]:
     window.close()
 
 
-def token_of(server: ServerProcess) -> str:
-    return server.headers["Authorization"].removeprefix("Bearer ")
-
-
 def ingest(server: ServerProcess, user: str) -> dict[str, Any]:
     turns = [
         {"session_id": s, "role": "user", "text": text, "ts": _ts(days)}
@@ -160,10 +156,10 @@ def test_a_wrong_token_is_refused(server: ServerProcess, browser: Browser) -> No
     assert browser.driver.execute_script("return sessionStorage.length") == 0
     browser.screenshot("sign-in-refused")
     # The token is sent as a header only: never in the address, never in a cookie.
-    browser.find("#token").send_keys(token_of(server))
+    browser.find("#token").send_keys(server.token)
     browser.click("form.sign-in button")
     browser.find("main a", "secret-user")
-    assert token_of(server) not in browser.driver.current_url
+    assert server.token not in browser.driver.current_url
     assert browser.driver.get_cookies() == []
 
 
@@ -174,7 +170,7 @@ def test_see_and_correct_what_is_remembered(
     receipts = ingest(server, user)["turns"]
     kayak_turn = receipts[1]["turn_id"]
     episode = next(m["id"] for m in receipts[1]["memories"] if m["type"] == "episodic")
-    browser.sign_in(token_of(server))
+    browser.sign_in(server.token)
 
     row = browser.find("table.users tr", user)
     browser.wait(lambda _: "…" not in row.text)
@@ -297,7 +293,7 @@ def test_keyboard_only_on_a_phone_sized_screen(server: ServerProcess) -> None:
     ingest(server, user)
     browser = Browser(server.url, phone=True)
     try:
-        browser.sign_in(token_of(server))
+        browser.sign_in(server.token)
         assert browser.driver.execute_script("return window.innerWidth") == PHONE[0]
         browser.go(f"u/{user}/tasks")
         browser.find(".task", "passport")
@@ -403,7 +399,7 @@ def test_the_page_says_when_the_daemon_is_recovering_or_down(tmp_path: Path) -> 
     server = ServerProcess(data, MODEL_DIR)
     browser = Browser(server.url)
     try:
-        browser.sign_in(token_of(server))
+        browser.sign_in(server.token)
         banner = browser.find("#daemon-state", "recovering")
         browser.screenshot("daemon-recovering")
         browser.wait(lambda _: not banner.is_displayed(), timeout=300)

@@ -46,8 +46,8 @@ class ServerProcess:
         self._drainer = threading.Thread(target=self._drain, daemon=True)
         self._drainer.start()
         token_file = data_dir / "token"  # none when the daemon runs with auth.enabled = false
-        token = token_file.read_text().strip() if token_file.exists() else None
-        self.headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.token = token_file.read_text().strip() if token_file.exists() else None
+        self.headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
         self.url = f"http://127.0.0.1:{self.port}"
 
     def _wait_for_port(self) -> int:

@@ -117,6 +117,19 @@ export function action(label, run, props = {}) {
   return button;
 }
 
+/** Load the first page now, and the next on each press of the returned "load more" button
+ * (hidden once there is none): ``load(cursor)`` shows a page and gives the next cursor. */
+export async function pager(label, load) {
+  let cursor = 0;
+  const more = action(label, async () => {
+    cursor = await load(cursor);
+    more.hidden = cursor === null;
+  });
+  cursor = await load(cursor);
+  more.hidden = cursor === null;
+  return more;
+}
+
 export function problem(error) {
   return h("p", { class: "error", role: "alert" }, error.message || String(error));
 }

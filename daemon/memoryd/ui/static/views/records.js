@@ -2,7 +2,7 @@
 // feedback, which feeds the rules' support and the abstraction of episodes into rules.
 
 import { api, userPath } from "../api.js";
-import { action, chip, h, link, meta, when } from "../dom.js";
+import { action, chip, h, link, meta, pager, when } from "../dom.js";
 
 const PAGE = 50;
 
@@ -16,15 +16,11 @@ export async function episodesView(ctx) {
 
 async function paged({ user }, type, title, card) {
   const list = h("div", {});
-  let cursor = 0;
-  const more = action("Load more", load);
-  async function load() {
+  const more = await pager("Load more", async (cursor) => {
     const page = await api("GET", userPath(user, ["memories"], { type, limit: PAGE, cursor }));
     list.append(...page.memories.map((m) => card(user, m)));
-    cursor = page.next_cursor;
-    more.hidden = cursor === null;
-  }
-  await load();
+    return page.next_cursor;
+  });
   const empty = list.childElementCount === 0 ? [h("p", {}, `No ${type} memory yet.`)] : [];
   return [h("h1", { tabindex: "-1" }, title), ...empty, list, more];
 }
@@ -67,9 +63,13 @@ export function ruleTree(record) {
   );
 }
 
+function tally(record) {
+  return `helpful ${record.positive} · not helpful ${record.negative}`;
+}
+
 function votes(user, memory) {
   const r = memory.record;
-  const shown = h("span", { class: "votes" }, `helpful ${r.positive} · not helpful ${r.negative}`);
+  const shown = h("span", { class: "votes" }, tally(r));
   const vote = (value, label) =>
     action(
       label,
@@ -77,7 +77,7 @@ function votes(user, memory) {
         const updated = await api("POST", userPath(user, ["memories", memory.id, "feedback"]), {
           value,
         });
-        shown.textContent = `helpful ${updated.record.positive} · not helpful ${updated.record.negative}`;
+        shown.textContent = tally(updated.record);
       },
       { "data-vote": value },
     );

@@ -1,17 +1,15 @@
 // A user's turns by session, with how the router labelled each, and one turn's memories.
 
 import { api, userPath } from "../api.js";
-import { action, chip, facts, h, link, meta, number, problem, table, when } from "../dom.js";
+import { chip, facts, h, link, meta, number, pager, problem, table, when } from "../dom.js";
 
 const PAGE = 100;
 
 export async function timelineView({ user }) {
   const sessions = h("div", { class: "timeline" });
-  let cursor = 0;
   let group = null;
   let session = null;
-  const more = action("Load more turns", load);
-  async function load() {
+  const more = await pager("Load more turns", async (cursor) => {
     const page = await api("GET", userPath(user, ["turns"], { limit: PAGE, cursor }));
     for (const turn of page.turns) {
       if (turn.session_id !== session) {
@@ -23,10 +21,8 @@ export async function timelineView({ user }) {
       }
       group.append(turnItem(user, turn));
     }
-    cursor = page.next_cursor;
-    more.hidden = cursor === null;
-  }
-  await load();
+    return page.next_cursor;
+  });
   const empty = sessions.childElementCount === 0 ? [h("p", {}, "No turns yet.")] : [];
   return [h("h1", { tabindex: "-1" }, `Timeline of ${user}`), ...empty, sessions, more];
 }

@@ -45,11 +45,7 @@ async function fillSummaries(rows) {
   for (const [index, [user, cells]] of rows.entries()) {
     if (index > 0 && !cells[0].isConnected) return;
     try {
-      const [{ counts }, tiers, router] = await Promise.all([
-        api("GET", userPath(user)),
-        api("GET", userPath(user, ["tiers"], { moves: 0 })),
-        api("GET", userPath(user, ["router"])),
-      ]);
+      const { counts, tiers, router } = await summaryOf(user);
       const values = [
         counts.turns ?? 0,
         ...MEMORY_TYPES.map((t) => counts[`memories_${t}`] ?? 0),
@@ -64,16 +60,22 @@ async function fillSummaries(rows) {
   }
 }
 
-export function tierSizes(sizes) {
-  return [1, 2, 3].map((t) => sizes[`tier${t}`] ?? 0).join(" / ");
-}
-
-export async function userView({ user, refresh }) {
+/** A user's store counts, tier status and router status. */
+async function summaryOf(user) {
   const [{ counts }, tiers, router] = await Promise.all([
     api("GET", userPath(user)),
     api("GET", userPath(user, ["tiers"], { moves: 0 })),
     api("GET", userPath(user, ["router"])),
   ]);
+  return { counts, tiers, router };
+}
+
+function tierSizes(sizes) {
+  return [1, 2, 3].map((t) => sizes[`tier${t}`] ?? 0).join(" / ");
+}
+
+export async function userView({ user, refresh }) {
+  const { counts, tiers, router } = await summaryOf(user);
   const memories = MEMORY_TYPES.map((t) => [t, counts[`memories_${t}`] ?? 0]);
   const total = memories.reduce((sum, [, n]) => sum + n, 0);
   return [
