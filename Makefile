@@ -7,14 +7,21 @@ VENV := .venv
 BIN := $(VENV)/bin
 BUILD_VENV := .build-venv
 KUZU_VENV := .kuzu-venv
-WHEELS := .wheels
+# Built wheels and models are kept outside the checkout, keyed by their inputs, so a clean clone
+# (CI) builds each only once: llama.cpp compiles for minutes, the fact reader trains for ~20.
+BUILD_CACHE ?= $(HOME)/.cache/memoryd
+WHEELS := $(BUILD_CACHE)/wheels
+export MEMORYD_BUILD_CACHE ?= $(BUILD_CACHE)/models
 # Same pin as the `llm` extra in pyproject.toml.
 LLAMA_CPP_PYTHON := llama-cpp-python==0.3.36
+HNSWLIB := hnswlib==0.8.0
 MODELS := models
 MODEL_FILES := $(MODELS)/minilm-l6-v2-int8.onnx $(MODELS)/tokenizer.json $(MODELS)/manifest.json
 ROUTER_TOP := $(MODELS)/router-top-int8.onnx
 ROUTER_HEAD := $(MODELS)/router_head.npz $(MODELS)/router_seed.npz
+FACT_READER := $(MODELS)/fact_reader.npz
 CORPUS_TRAIN := $(wildcard $(MODELS)/router_corpus/train/*.jsonl)
+FACT_CORPUS_TRAIN := $(wildcard $(MODELS)/fact_corpus/train/*.jsonl)
 LOCOMO ?= ../shared/data/locomo/locomo10.json
 export HF_HUB_OFFLINE := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
@@ -35,11 +42,15 @@ browser:
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; }
 
-# hnswlib has no wheels and compiles (~20 s): build it once into .wheels and reuse it.
-$(WHEELS)/.built:
+# hnswlib has no wheels and compiles (~20 s): build it once into $(WHEELS) and reuse it.
+WHEEL_PIP := $(WHEELS)/.venv/bin/pip
+$(WHEEL_PIP):
 	$(PYTHON) -m venv $(WHEELS)/.venv
-	$(WHEELS)/.venv/bin/pip install -q wheel
-	$(WHEELS)/.venv/bin/pip wheel -q --no-deps -w $(WHEELS) hnswlib==0.8.0
+	$(WHEEL_PIP) install -q wheel
+
+HNSWLIB_BUILT := $(WHEELS)/.built-$(HNSWLIB)
+$(HNSWLIB_BUILT): | $(WHEEL_PIP)
+	$(WHEEL_PIP) wheel -q --no-deps -w $(WHEELS) $(HNSWLIB)
 	touch $@
 
 # llama-cpp-python (the `llm` extra) publishes no wheels and compiles llama.cpp (~12 CPU-minutes,
@@ -49,30 +60,32 @@ $(WHEELS)/.built:
 # targets AVX2 instead, like most x86-64 machines of the last ten years; --no-cache-dir keeps
 # pip's wheel cache from handing back a build made with other flags.
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
-$(WHEELS)/.llama-built: | $(WHEELS)/.built
+# The stamp is named after the version and the flags: other flags build another wheel.
+LLAMA_BUILT := $(WHEELS)/.built-$(LLAMA_CPP_PYTHON)-$(shell printf '%s' '$(LLAMA_CMAKE_ARGS)' | sha256sum | cut -c1-12)
+$(LLAMA_BUILT): | $(WHEEL_PIP)
 	@echo "building $(LLAMA_CPP_PYTHON): compiles llama.cpp, takes minutes"
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(WHEELS)/.venv/bin/pip wheel -q --no-cache-dir --no-deps \
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(WHEEL_PIP) wheel -q --no-cache-dir --no-deps \
 		-w $(WHEELS) $(LLAMA_CPP_PYTHON)
 	touch $@
 
-$(VENV)/.installed: pyproject.toml $(WHEELS)/.built
+$(VENV)/.installed: pyproject.toml $(HNSWLIB_BUILT)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q --find-links $(WHEELS) -e '.[test]'
 	touch $@
 
 # The llamacpp LLM backend and what its tests need; `make run` does without (llm.backend = none).
-$(VENV)/.llm-installed: $(VENV)/.installed $(WHEELS)/.llama-built
+$(VENV)/.llm-installed: $(VENV)/.installed $(LLAMA_BUILT)
 	$(BIN)/pip install -q --find-links $(WHEELS) -e '.[test,llm,llmtest]'
 	touch $@
 
-$(KUZU_VENV)/.installed: pyproject.toml $(WHEELS)/.built
+$(KUZU_VENV)/.installed: pyproject.toml $(HNSWLIB_BUILT)
 	test -x $(KUZU_VENV)/bin/python || $(PYTHON) -m venv $(KUZU_VENV)
 	$(KUZU_VENV)/bin/pip install -q --upgrade pip
 	$(KUZU_VENV)/bin/pip install -q --find-links $(WHEELS) -e '.[test,kuzu]'
 	touch $@
 
-models: $(MODEL_FILES) $(ROUTER_TOP) $(ROUTER_HEAD)
+models: $(MODEL_FILES) $(ROUTER_TOP) $(ROUTER_HEAD) $(FACT_READER)
 
 # torch==2.13.0 is the CPU build on local disk; any other torch pulls a multi-GB CUDA build.
 # The optimum-onnx exporter (optimum 2.1) needs transformers < 4.58, and sentence-transformers 6
@@ -95,6 +108,11 @@ $(ROUTER_TOP): $(CORPUS_TRAIN) $(MODELS)/minilm-l6-v2-int8.onnx scripts/tune_rou
 
 $(ROUTER_HEAD) &: $(CORPUS_TRAIN) $(ROUTER_TOP) $(MODELS)/tokenizer.json scripts/train_router.py | $(VENV)/.installed
 	OPENBLAS_NUM_THREADS=1 $(BIN)/python scripts/train_router.py
+
+# The fact reader's head, trained on the fact corpus over the encoder's token states.
+$(FACT_READER): $(FACT_CORPUS_TRAIN) $(MODELS)/fact_inventory.json $(MODELS)/minilm-l6-v2-int8.onnx \
+		scripts/train_fact_reader.py | $(BUILD_STAMP)
+	$(BUILD_VENV)/bin/python scripts/train_fact_reader.py --out $(MODELS)
 
 lint: install
 	$(BIN)/ruff check daemon tests scripts
@@ -170,4 +188,4 @@ config: install
 	$(BIN)/python -c "from memoryd.config import default_toml; print(default_toml(), end='')" > config/memoryd.toml
 
 clean:
-	rm -rf $(VENV) $(BUILD_VENV) $(KUZU_VENV) $(WHEELS) var
+	rm -rf $(VENV) $(BUILD_VENV) $(KUZU_VENV) var

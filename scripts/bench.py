@@ -263,7 +263,8 @@ def bare_graph(directory: Path, service: MemoryService, sample: list[NewTurn]) -
             new.ts or datetime.now(UTC),
             labels=(Label.EPISODIC,),
         )
-        prepared.append((turn, build_memories(turn, extract(turn.text, turn.ts))))
+        slots = service.shared.reader.slots  # an episodic turn: no fact read
+        prepared.append((turn, build_memories(turn, extract(turn.text, turn.ts), [], slots)))
     out = timed(lambda i: store.apply_turn(i + 1, *prepared[i]), len(prepared))
     store.close()
     return out

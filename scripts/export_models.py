@@ -22,8 +22,8 @@ it was.
 Everything is built in a staging directory and moved into ``--out`` only once it has passed. A
 second run with the same inputs (package version, this script, intact files) finds the manifest
 up to date and does nothing (``--force`` rebuilds). A rebuild that reproduces the same ONNX
-bytes keeps the manifest's ``router`` and ``router_layers`` sections; other bytes drop them (the
-routing layers must be retuned and the head retrained).
+bytes keeps the manifest's ``router``, ``router_layers`` and ``fact_reader`` sections; other
+bytes drop them (the routing layers must be retuned and the heads retrained).
 Nothing is downloaded: the script sets ``HF_HUB_OFFLINE=1`` before importing the HF libraries.
 """
 
@@ -550,13 +550,14 @@ def is_up_to_date(out: Path, version: str) -> bool:
 def publish(staged: Path, out: Path, manifest: dict[str, Any]) -> None:
     """Move the staged files into ``out``; the manifest goes last so it never names stale files."""
     previous = read_manifest(out) or {}
-    kept = [name for name in ("router_layers", "router") if name in previous]
+    kept = [name for name in ("router_layers", "router", "fact_reader") if name in previous]
     if kept and previous["files"].get(MODEL_FILE) == manifest["files"][MODEL_FILE]:
         manifest.update({name: previous[name] for name in kept})
         print(f"  kept the manifest's {' and '.join(kept)}: the ONNX bytes did not change")
     elif kept:
         print(f"  dropped the manifest's {' and '.join(kept)}: rerun "
-              "scripts/tune_router_layers.py and scripts/train_router.py")  # fmt: skip
+              "scripts/tune_router_layers.py, scripts/train_router.py and "
+              "scripts/train_fact_reader.py")  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
     (out / MANIFEST_FILE).unlink(missing_ok=True)
     for name in (MODEL_FILE, TOKENIZER_FILE):

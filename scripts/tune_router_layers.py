@@ -53,6 +53,8 @@ import torch
 from onnxruntime.quantization import QuantType, quantize_dynamic
 from tqdm import tqdm
 
+import build_cache
+from build_cache import entry_key
 from export_models import (
     AGREEMENT_SENTENCES,
     OPSET,
@@ -89,6 +91,8 @@ LOGIT_SCALE = 10.0
 """The probe reads unit vectors; without a scale its logits stay near 0 and it learns slowly."""
 SEED = 0
 MIN_COSINE = 0.98
+CACHE_KIND = "router_layers"
+"""The build cache's folder for tuned routing layers (scripts/build_cache.py)."""
 
 
 class _Top(torch.nn.Module):
@@ -200,15 +204,22 @@ def agreement(top: _Top, model: Path, encoder: Encoder) -> list[float]:
     return cosines
 
 
+def build_inputs(out: Path, corpus: Path) -> dict[str, str]:
+    """The hashes of what the layers are tuned from: recipe, training lines, encoder."""
+    return {
+        "recipe_sha256": sha256_file(Path(__file__)),
+        "corpus_sha256": corpus_sha256(split_files(corpus, "train")),
+        "encoder_sha256": sha256_file(out / MODEL_FILE),
+    }
+
+
 def is_up_to_date(out: Path, corpus: Path) -> bool:
     manifest = read_manifest(out)
     if manifest is None or "router_layers" not in manifest or not (out / MODEL_FILE).is_file():
         return False
     section = manifest["router_layers"]
     return (
-        section.get("recipe_sha256") == sha256_file(Path(__file__))
-        and section.get("corpus_sha256") == corpus_sha256(split_files(corpus, "train"))
-        and section.get("encoder_sha256") == sha256_file(out / MODEL_FILE)
+        all(section.get(name) == value for name, value in build_inputs(out, corpus).items())
         and (out / ROUTER_TOP_FILE).is_file()
         and file_entry(out / ROUTER_TOP_FILE) == section["file"]
     )
@@ -267,10 +278,29 @@ def build(out: Path, corpus: Path) -> int:
         "agreement": {"cosine_min": round(min(cosines), 5), "threshold": MIN_COSINE},
         "file": file_entry(out / ROUTER_TOP_FILE),
     }
-    manifest.pop("router", None)  # the head was trained on other vectors: retrain it
-    (out / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
+    write_section(out, manifest, manifest["router_layers"])
+    key = entry_key(build_inputs(out, corpus))
+    build_cache.store(out, CACHE_KIND, key, manifest["router_layers"], [ROUTER_TOP_FILE])
     print(f"wrote {out / ROUTER_TOP_FILE} and the router_layers section of {out / MANIFEST_FILE}")
     return 0
+
+
+def write_section(out: Path, manifest: dict[str, Any], section: dict[str, Any]) -> None:
+    manifest["router_layers"] = section
+    manifest.pop("router", None)  # the head was trained on other vectors: retrain it
+    (out / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
+
+
+def restore_cached(out: Path, corpus: Path) -> bool:
+    """Take layers tuned before from these same inputs out of the build cache."""
+    manifest = read_manifest(out)
+    if manifest is None:
+        return False
+    section = build_cache.restore(out, CACHE_KIND, entry_key(build_inputs(out, corpus)))
+    if section is None:
+        return False
+    write_section(out, manifest, section)
+    return is_up_to_date(out, corpus)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -281,6 +311,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.force and is_up_to_date(args.out, args.corpus):
         print(f"{args.out}: routing layers are up to date")
+        return 0
+    if not args.force and restore_cached(args.out, args.corpus):
         return 0
     return build(args.out, args.corpus)
 

@@ -10,6 +10,7 @@ import pytest
 
 from memoryd.config import Config
 from memoryd.encoder import Encoder
+from memoryd.reader import FactReader
 from memoryd.router import Router, RouterHead
 from memoryd.service import MemoryService
 from support.config import MODEL_DIR, make_config
@@ -29,6 +30,11 @@ def encoder() -> Iterator[Encoder]:
     enc = Encoder(MODEL_DIR)
     yield enc
     enc.close()
+
+
+@pytest.fixture(scope="session")
+def reader() -> FactReader:
+    return FactReader.load(MODEL_DIR)
 
 
 @pytest.fixture(scope="session")

@@ -18,6 +18,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from memoryd.errors import LLMOutputError
+from memoryd.fact_corpus import INVENTORY_FILE, load_inventory
 from memoryd.llm import LlamaCppLLM, Prompt
 from memoryd.memory.abstract import (
     CONFIDENCE,
@@ -25,18 +26,22 @@ from memoryd.memory.abstract import (
     MAX_EPISODE_CHARS,
     OTHERWISE,
     PROC_SCHEMA,
-    SEM_SCHEMA,
     abstract_facts,
     abstract_rules,
     proc_prompt,
     sem_prompt,
+    sem_schema,
 )
 from memoryd.memory.build import importance
-from memoryd.memory.extract import RELATIONS, entity_id
+from memoryd.memory.extract import entity_id
 from memoryd.models import EntityType, Episode, Fact, Origin, Rule, RuleNodeKind
+from memoryd.reader import Slots
 from support.llm_fixtures import RecordingLLM, gemma_gguf
 
 REPO = Path(__file__).resolve().parents[1]
+SLOTS = Slots(load_inventory(REPO / "models" / INVENTORY_FILE))
+SEM_SCHEMA = sem_schema(SLOTS)
+ATTRIBUTES = SLOTS.inventory.names
 DAY = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
 
 HEALTH = (
@@ -75,10 +80,8 @@ class ScriptedFakeLLM:
 def fact_item(episode: int = 1, **fields: Any) -> dict[str, Any]:
     item = {
         "episode": episode,
-        "relation": "allergic_to",
-        "qualifier": "",
+        "attribute": "allergy",
         "object": "ibuprofen",
-        "object_type": "object",
         "negated": False,
         "confidence": "high",
     }
@@ -98,7 +101,7 @@ def rule_item(episode: int = 1, **fields: Any) -> dict[str, Any]:
 
 def facts_of(*items: dict[str, Any], batch: list[Episode] | None = None) -> list[Fact]:
     return abstract_facts(
-        ScriptedFakeLLM({"facts": list(items)}), batch or episodes(*HEALTH), timeout=5
+        ScriptedFakeLLM({"facts": list(items)}), batch or episodes(*HEALTH), SLOTS, timeout=5
     )
 
 
@@ -113,9 +116,10 @@ def assert_well_formed_fact(fact: Fact, batch: list[Episode]) -> None:
     episode = by_turn[fact.turn_id]
     assert isinstance(fact, Fact)
     assert fact.id.startswith("fact_")
-    assert fact.relation.split(":")[0] in RELATIONS
+    assert fact.relation in ATTRIBUTES
     assert fact.object.name and fact.object.id == entity_id(fact.object.name, fact.object.type)
-    assert isinstance(fact.object.type, EntityType)
+    assert fact.object.type is SLOTS.value_type(fact.relation)
+    assert fact.label == SLOTS.label(fact.relation, fact.negated)
     assert fact.subject == (episode.speaker or "user")
     assert fact.confidence in CONFIDENCE.values()
     assert isinstance(fact.negated, bool)
@@ -176,23 +180,20 @@ def test_schemas_are_strict_and_bounded(schema):
 
 def test_sem_schema_enums_and_what_it_rejects():
     item = SEM_SCHEMA["properties"]["facts"]["items"]["properties"]
-    assert item["relation"]["enum"] == list(RELATIONS)
-    assert item["object_type"]["enum"] == [t.value for t in EntityType]
+    assert item["attribute"]["enum"] == list(ATTRIBUTES)
     assert item["confidence"]["enum"] == ["low", "medium", "high"]
     assert item["episode"]["enum"] == list(range(1, MAX_BATCH + 1))
 
     valid = Draft202012Validator(SEM_SCHEMA)
     assert valid.is_valid({"facts": []})
-    assert valid.is_valid({"facts": [fact_item(), fact_item(2, qualifier="")]})
+    assert valid.is_valid({"facts": [fact_item(), fact_item(2, attribute="medication")]})
     for bad in (
         {},
-        {"facts": [fact_item(relation="hates")]},  # outside the vocabulary
-        {"facts": [fact_item(relation="allergic_to:penicillin")]},
+        {"facts": [fact_item(attribute="hates")]},  # outside the inventory
+        {"facts": [fact_item(attribute="other")]},  # an LLM's fact names its attribute
         {"facts": [fact_item(confidence=0.9)]},
-        {"facts": [fact_item(object_type="drug")]},
         {"facts": [fact_item(object="")]},
         {"facts": [fact_item(object="x" * 61)]},
-        {"facts": [fact_item(qualifier="x" * 21)]},
         {"facts": [fact_item(episode=0)]},
         {"facts": [fact_item(episode=MAX_BATCH + 1)]},
         {"facts": [fact_item(why="extra key")]},
@@ -228,20 +229,20 @@ def test_proc_schema_what_it_rejects():
 def test_prompts_number_the_episodes_with_date_and_speaker():
     batch = episodes(*HEALTH)
     batch[1].speaker = None
-    for prompt in (sem_prompt(batch), proc_prompt(batch)):
+    for prompt in (sem_prompt(batch, SLOTS), proc_prompt(batch)):
         assert isinstance(prompt, Prompt)
         assert prompt.user.splitlines() == [
             "[1] 2023-05-09 Caroline: I'm allergic to ibuprofen",
             "[2] 2023-05-10 User: I was diagnosed with hypertension last year",
             "[3] 2023-05-11 Caroline: If I take an NSAID with aspirin I should check bleeding risk",
         ]
-    assert sem_prompt(batch).system != proc_prompt(batch).system
+    assert sem_prompt(batch, SLOTS).system != proc_prompt(batch).system
 
 
-def test_sem_prompt_names_every_relation_and_what_to_skip():
-    system = sem_prompt(episodes("hi")).system
-    for relation in RELATIONS:
-        assert relation in system
+def test_sem_prompt_names_every_attribute_and_what_to_skip():
+    system = sem_prompt(episodes("hi"), SLOTS).system
+    for attribute in ATTRIBUTES:
+        assert attribute in system
     for skipped in ("one-time events", '"what if"', "questions", "other people"):
         assert skipped in system
     assert "relatives" in system
@@ -249,11 +250,11 @@ def test_sem_prompt_names_every_relation_and_what_to_skip():
 
 def test_prompts_cut_long_episodes_and_refuse_bad_batch_sizes():
     text = "I like  tea.\n" + "x" * 1000
-    line = sem_prompt(episodes(text)).user
+    line = sem_prompt(episodes(text), SLOTS).user
     assert line.startswith("[1] 2023-05-09 Caroline: I like tea. xxx")
     assert line.endswith("…")
     assert len(line) == len("[1] 2023-05-09 Caroline: ") + MAX_EPISODE_CHARS
-    for prompt in (sem_prompt, proc_prompt):
+    for prompt in (lambda b: sem_prompt(b, SLOTS), proc_prompt):
         prompt(episodes(*["hi"] * MAX_BATCH))
         for size in (0, MAX_BATCH + 1):
             with pytest.raises(ValueError, match=f"1 to {MAX_BATCH} episodes, not {size}"):
@@ -263,8 +264,8 @@ def test_prompts_cut_long_episodes_and_refuse_bad_batch_sizes():
 def test_operators_send_their_prompt_schema_and_timeout():
     batch = episodes(*HEALTH)
     llm = ScriptedFakeLLM({"facts": []})
-    assert abstract_facts(llm, batch, timeout=12.5) == []
-    assert llm.calls == [(sem_prompt(batch), SEM_SCHEMA, 12.5)]
+    assert abstract_facts(llm, batch, SLOTS, timeout=12.5) == []
+    assert llm.calls == [(sem_prompt(batch, SLOTS), SEM_SCHEMA, 12.5)]
     llm = ScriptedFakeLLM({"rules": []})
     assert abstract_rules(llm, batch, timeout=None) == []
     assert llm.calls == [(proc_prompt(batch), PROC_SCHEMA, None)]
@@ -272,7 +273,7 @@ def test_operators_send_their_prompt_schema_and_timeout():
 
 def test_empty_batch_makes_no_call():
     llm = ScriptedFakeLLM({"facts": []})
-    assert abstract_facts(llm, [], timeout=1) == []
+    assert abstract_facts(llm, [], SLOTS, timeout=1) == []
     assert abstract_rules(llm, [], timeout=1) == []
     assert llm.calls == []
 
@@ -286,7 +287,7 @@ def test_fact_record_from_an_answer_item():
     assert_well_formed_fact(fact, batch)
     assert (fact.subject, fact.relation, fact.object.name) == (
         "Caroline",
-        "allergic_to",
+        "allergy",
         "ibuprofen",
     )
     assert fact.object.id == entity_id("ibuprofen", EntityType.OBJECT)
@@ -298,9 +299,7 @@ def test_fact_record_from_an_answer_item():
 
 def test_fact_subject_is_user_without_a_speaker_and_text_is_shortened():
     batch = episodes("I live in Lisbon. " + "blah " * 100, speaker=None)
-    [fact] = facts_of(
-        fact_item(relation="lives_in", object="Lisbon", object_type="place"), batch=batch
-    )
+    [fact] = facts_of(fact_item(attribute="home_city", object="Lisbon"), batch=batch)
     assert fact.subject == "user"
     assert len(fact.text) == 200 and fact.text.endswith("…")
     assert_well_formed_fact(fact, batch)
@@ -314,31 +313,36 @@ def test_confidence_words_map_to_numbers():
     assert CONFIDENCE == {"low": 0.5, "medium": 0.7, "high": 0.9}
 
 
-def test_qualifier_joins_the_relation():
+def test_the_inventory_types_and_names_the_value():
     found = facts_of(
-        fact_item(relation="relationship", qualifier="Sister", object="Anna", object_type="person"),
-        fact_item(relation="owns", qualifier="pet dog", object="Max", object_type="other"),
-        fact_item(relation="likes", qualifier="none", object="tea"),
-        fact_item(relation="likes", qualifier="likes", object="jazz"),  # repeats the relation
+        fact_item(attribute="sibling", object="Anna"),
+        fact_item(attribute="pet", object="Max"),
+        fact_item(attribute="likes", object="tea", negated=True),
+        fact_item(attribute="home_city", object="Lisbon"),
     )
-    assert [f.relation for f in found] == ["relationship:sister", "owns:pet_dog", "likes", "likes"]
+    assert [(f.relation, f.object.type, f.label) for f in found] == [
+        ("sibling", EntityType.PERSON, "sibling"),
+        ("pet", EntityType.OBJECT, "pet"),
+        ("likes", EntityType.OBJECT, "does not like"),
+        ("home_city", EntityType.PLACE, "lives in"),
+    ]
 
 
 def test_bad_items_are_dropped_and_good_ones_kept(caplog):
     caplog.set_level("DEBUG", logger="memoryd.memory.abstract")
     found = facts_of(
         fact_item(4),  # the batch has 3 episodes
-        fact_item(relation="hates"),  # outside the vocabulary
+        fact_item(attribute="hates"),  # outside the inventory
         fact_item(object="it"),
         fact_item(object=" That. "),
         fact_item(object="?!"),
         fact_item(confidence=0.9),
         fact_item(why="extra"),
         "allergic to ibuprofen",
-        fact_item(2, relation="has_condition", object="hypertension"),
+        fact_item(2, attribute="condition", object="hypertension"),
     )
     assert [(f.turn_id, f.relation, f.object.name) for f in found] == [
-        ("t2", "has_condition", "hypertension")
+        ("t2", "condition", "hypertension")
     ]
     assert caplog.text.count("A_sem: dropped") == 8
 
@@ -360,8 +364,8 @@ def test_facts_of_different_speakers_are_different():
     batch = episodes("I love jazz", "I love jazz too")
     batch[1].speaker = "Melanie"
     found = facts_of(
-        fact_item(1, relation="likes", object="jazz"),
-        fact_item(2, relation="likes", object="jazz"),
+        fact_item(1, attribute="likes", object="jazz"),
+        fact_item(2, attribute="likes", object="jazz"),
         batch=batch,
     )
     assert [f.subject for f in found] == ["Caroline", "Melanie"]
@@ -370,8 +374,8 @@ def test_facts_of_different_speakers_are_different():
 def test_fact_ids_are_deterministic_and_independent_of_answer_order():
     items = [
         fact_item(1),
-        fact_item(2, relation="has_condition", object="hypertension"),
-        fact_item(2, relation="takes_medication", object="lisinopril"),
+        fact_item(2, attribute="condition", object="hypertension"),
+        fact_item(2, attribute="medication", object="lisinopril"),
     ]
     first = [f.id for f in facts_of(*items)]
     assert [f.id for f in facts_of(*items)] == first
@@ -383,7 +387,7 @@ def test_fact_ids_are_deterministic_and_independent_of_answer_order():
 
 
 def test_a_copy_of_the_prompt_example_is_dropped_unless_the_episode_says_it():
-    porto = fact_item(relation="lives_in", object="Porto", object_type="place")
+    porto = fact_item(attribute="home_city", object="Porto")
     assert facts_of(porto) == []
     [fact] = facts_of(porto, batch=episodes("We moved to porto in May."))
     assert fact.object.name == "Porto"
@@ -392,7 +396,7 @@ def test_a_copy_of_the_prompt_example_is_dropped_unless_the_episode_says_it():
 @pytest.mark.parametrize("answer", [{"rules": []}, {"facts": "none"}, {"facts": {}}, ["facts"]])
 def test_an_answer_without_a_facts_list_is_an_output_error(answer):
     with pytest.raises(LLMOutputError, match=r"fake:scripted.*no 'facts' list") as err:
-        abstract_facts(ScriptedFakeLLM(answer), episodes(*HEALTH), timeout=1)
+        abstract_facts(ScriptedFakeLLM(answer), episodes(*HEALTH), SLOTS, timeout=1)
     assert err.value.backend == "fake:scripted"
 
 
@@ -474,7 +478,7 @@ def test_an_answer_without_a_rules_list_is_an_output_error():
 # ------------------------------------------------------------------------------------ layering
 
 
-def test_abstract_imports_only_llm_errors_and_memory():
+def test_abstract_imports_only_llm_errors_memory_and_the_inventory():
     tree = ast.parse((REPO / "daemon" / "memoryd" / "memory" / "abstract.py").read_text())
     imported = {
         node.module
@@ -489,9 +493,11 @@ def test_abstract_imports_only_llm_errors_and_memory():
     }
     assert imported
     for module in imported:
-        assert module in ("memoryd.errors", "memoryd.models") or module.startswith(
-            ("memoryd.llm", "memoryd.memory.")
-        ), module
+        assert module in (
+            "memoryd.errors",
+            "memoryd.models",
+            "memoryd.reader",
+        ) or module.startswith(("memoryd.llm", "memoryd.memory.")), module
 
 
 # ------------------------------------------------------------------------- the real model
@@ -512,7 +518,7 @@ def gemma(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RecordingLLM]:
 
 def test_real_model_a_sem_answer_fits_and_records_are_well_formed(gemma):
     batch = episodes(*HEALTH)
-    facts = abstract_facts(gemma, batch, timeout=300)
+    facts = abstract_facts(gemma, batch, SLOTS, timeout=300)
     assert list(Draft202012Validator(SEM_SCHEMA).iter_errors(gemma.answers[-1])) == []
     assert len(facts) <= len(gemma.answers[-1]["facts"])
     for fact in facts:

@@ -308,7 +308,7 @@ def test_openapi_documents_every_reply(client: TestClient) -> None:
     (JSON everywhere but the Prometheus text of /metrics and the JSON lines of an export)."""
     spec = client.get("/openapi.json").json()
     operations = [(p, m, op) for p, ops in spec["paths"].items() for m, op in ops.items()]
-    assert len(operations) == 27
+    assert len(operations) == 29
     for path, method, op in operations:
         status = next(code for code in op["responses"] if code.startswith("2"))
         content = op["responses"][status]["content"]

@@ -29,8 +29,11 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
             {"__init__", "models", "errors", "settings", "config", "text", "files", "tokens"}
         ),
     ),
-    ("engines", frozenset({"store", "encoder", "routing_corpus", "llm", "writer", "heap"})),
-    ("domain: records", frozenset({"memory", "router", "persona"})),
+    (
+        "engines",
+        frozenset({"store", "encoder", "routing_corpus", "fact_corpus", "llm", "writer", "heap"}),
+    ),
+    ("domain: records", frozenset({"memory", "router", "reader", "persona"})),
     ("domain: pipelines", frozenset({"ingest", "retrieve", "tiers"})),
     ("domain: the user", frozenset({"workspace"})),
     ("service", frozenset({"service", "registry", "labelling", "portability", "backup"})),

@@ -6,12 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memoryd.memory.build import (
-    BASE_IMPORTANCE,
-    build_memories,
-    importance,
-    memory_id,
-)
+from memoryd.memory import fact_values
+from memoryd.memory.build import BASE_IMPORTANCE, build_memories, importance, memory_id
 from memoryd.memory.extract import entity_id, extract
 from memoryd.models import (
     Entity,
@@ -22,6 +18,7 @@ from memoryd.models import (
     Label,
     Memory,
     MemoryType,
+    Parse,
     Role,
     Rule,
     RuleNodeKind,
@@ -30,7 +27,11 @@ from memoryd.models import (
     Turn,
     memory_type,
 )
+from memoryd.reader import ReadFact
 from memoryd.store.codec import memory_from_payload, to_payload
+from support.reading import build, slots
+
+READER_SLOTS = slots()
 
 NOW = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
 
@@ -45,44 +46,81 @@ def _turn(
     return Turn(turn_id, "s1", role, text, NOW, speaker=speaker, labels=labels)
 
 
-def _build(turn: Turn) -> list[Memory]:
-    return build_memories(turn, extract(turn.text, turn.ts))
+def _build(turn: Turn, *facts: tuple[str, str]) -> list[Memory]:
+    """The records of ``turn`` given what the reader read of it: ``(attribute, value)``
+    facts about the speaker, stated now (the build's mechanics, without a model)."""
+    read = [
+        ReadFact(
+            None, a, v, "state", False, 0.9, 0.9, turn.text.index(v), turn.text.index(v) + len(v)
+        )
+        for a, v in facts
+    ]
+    slots = READER_SLOTS
+    return build_memories(turn, extract(turn.text, turn.ts, fact_values(read, slots)), read, slots)
 
 
 def _kinds(records: list[Memory]) -> list[str]:
     return [type(r).__name__ for r in records]
 
 
+ALLERGY = ("allergy", "ibuprofen")
+
+
 @pytest.mark.parametrize(
-    ("text", "labels", "kinds"),
+    ("text", "labels", "kinds", "facts"),
     [
-        ("ok lol", (Label.FRAGMENTED,), []),
-        ("I went for a run yesterday.", (Label.EPISODIC,), ["Episode"]),
-        ("I'm allergic to ibuprofen", (Label.SEMANTIC,), ["Fact"]),
-        ("I love hiking and swimming.", (Label.SEMANTIC,), ["Fact", "Fact"]),
-        ("If it rains, take an umbrella.", (Label.PROCEDURAL,), ["Rule"]),
-        ("Remind me to call mom tomorrow at 5pm", (Label.WORKING,), ["Task"]),
-        ("I took aspirin and my vitamins", (Label.WORKING,), ["Task", "Task"]),
+        ("ok lol", (Label.FRAGMENTED,), [], ()),
+        ("I went for a run yesterday.", (Label.EPISODIC,), ["Episode"], ()),
+        ("I'm allergic to ibuprofen", (Label.SEMANTIC,), ["Fact"], (ALLERGY,)),
+        (
+            "I love hiking and swimming.",
+            (Label.SEMANTIC,),
+            ["Fact", "Fact"],
+            (("hobby", "hiking"), ("hobby", "swimming")),
+        ),
+        ("If it rains, take an umbrella.", (Label.PROCEDURAL,), ["Rule"], ()),
+        ("Remind me to call mom tomorrow at 5pm", (Label.WORKING,), ["Task"], ()),
+        ("I took aspirin and my vitamins", (Label.WORKING,), ["Task", "Task"], ()),
         # a label whose patterns find nothing still gets its type, read from the clause or
-        # kept as the sentence, and such a record keeps the Episode beside it
-        ("Lemon cake beats everything.", (Label.SEMANTIC,), ["Episode", "Fact"]),
-        # …unless the sentence states nothing of anyone: a verdict on the moment
-        ("The weather is nice.", (Label.SEMANTIC,), ["Episode"]),
-        ("The weather is nice.", (Label.PROCEDURAL, Label.WORKING), ["Episode", "Rule", "Task"]),
-        ("The weather is nice.", (), ["Episode"]),
+        # kept as the sentence, and such a record keeps the Episode beside it; a semantic
+        # label with no fact the reader reads keeps the Episode
+        ("The weather is nice.", (Label.SEMANTIC,), ["Episode"], ()),
+        (
+            "The weather is nice.",
+            (Label.PROCEDURAL, Label.WORKING),
+            ["Episode", "Rule", "Task"],
+            (),
+        ),
+        ("The weather is nice.", (), ["Episode"], ()),
         # several labels: never more than one Episode
         (
             "I'm allergic to ibuprofen and I went to the clinic yesterday.",
             (Label.EPISODIC, Label.SEMANTIC),
             ["Episode", "Fact"],
+            (ALLERGY,),
         ),
-        ("I'm allergic to ibuprofen", (Label.SEMANTIC, Label.WORKING), ["Episode", "Fact", "Task"]),
+        (
+            "I'm allergic to ibuprofen",
+            (Label.SEMANTIC, Label.WORKING),
+            ["Episode", "Fact", "Task"],
+            (ALLERGY,),
+        ),
         # fragmented next to a real label is ignored
-        ("I'm allergic to ibuprofen", (Label.FRAGMENTED, Label.SEMANTIC), ["Fact"]),
+        ("I'm allergic to ibuprofen", (Label.FRAGMENTED, Label.SEMANTIC), ["Fact"], (ALLERGY,)),
+        # a fact the reader reads is kept whatever the label: a turn called noise keeps it
+        ("ok I'm allergic to ibuprofen", (Label.FRAGMENTED,), ["Fact"], (ALLERGY,)),
+        (
+            "Remind me, I'm allergic to ibuprofen",
+            (Label.WORKING,),
+            ["Episode", "Fact", "Task"],
+            (ALLERGY,),
+        ),
     ],
 )
-def test_labels_choose_the_records(text: str, labels: tuple[Label, ...], kinds: list[str]) -> None:
-    assert _kinds(_build(_turn(text, *labels))) == kinds
+def test_labels_choose_the_records(
+    text: str, labels: tuple[Label, ...], kinds: list[str], facts: tuple[tuple[str, str], ...]
+) -> None:
+    assert _kinds(_build(_turn(text, *labels), *facts)) == kinds
 
 
 def test_episode_carries_turn_mentions_and_event_time() -> None:
@@ -115,49 +153,72 @@ def test_episode_without_times_has_no_event_time() -> None:
 
 
 def test_fact_fields() -> None:
-    (fact,) = _build(_turn("I'm allergic to ibuprofen", Label.SEMANTIC))
+    (fact,) = build(_turn("I'm allergic to ibuprofen", Label.SEMANTIC))
     assert isinstance(fact, Fact)
-    assert fact.relation == "allergic_to"
+    assert (fact.relation, fact.label, fact.kind, fact.parse) == (
+        "allergy",
+        "allergic to",
+        "state",
+        Parse.READER,
+    )
     assert fact.object == Entity(
         entity_id("ibuprofen", EntityType.OBJECT), "ibuprofen", EntityType.OBJECT
     )
     assert (fact.subject, fact.valid_from, fact.valid_to) == ("user", NOW, None)
     assert (fact.negated, fact.text, fact.turn_id) == (False, "I'm allergic to ibuprofen", "t1")
-    assert fact.confidence == pytest.approx(0.9)
+    assert 0.6 <= fact.confidence <= 1.0
+    assert fact.statement == "allergic to: ibuprofen"
 
 
 @pytest.mark.parametrize(
-    ("text", "relation", "name", "kind"),
+    ("text", "expected"),
     [
-        ("My sister Anna lives in Berlin.", "relationship:sister", "Anna", EntityType.PERSON),
-        ("I have a dog named Max.", "owns:dog", "Max", EntityType.OBJECT),
-        ("My favourite food is sushi.", "prefers:food", "sushi", EntityType.OBJECT),
-        ("I don't like mushrooms.", "dislikes", "mushrooms", EntityType.OBJECT),
+        (
+            "My sister Anna lives in Berlin.",
+            {
+                ("user", "sibling", "Anna", EntityType.PERSON),
+                ("Anna", "home_city", "Berlin", EntityType.PLACE),
+            },
+        ),
+        ("I have a dog named Max.", {("user", "pet", "Max", EntityType.OBJECT)}),
+        (
+            "I work at Google as a designer.",
+            {
+                ("user", "employer", "Google", EntityType.ORGANISATION),
+                ("user", "job_title", "designer", EntityType.OBJECT),
+            },
+        ),
     ],
 )
-def test_fact_relation_carries_its_qualifier(
-    text: str, relation: str, name: str, kind: EntityType
+def test_a_fact_has_its_subject_attribute_and_typed_value(
+    text: str, expected: set[tuple[str, str, str, EntityType]]
 ) -> None:
-    (fact,) = _build(_turn(text, Label.SEMANTIC))
-    assert isinstance(fact, Fact)
-    assert (fact.relation, fact.object.name, fact.object.type) == (relation, name, kind)
+    facts = [f for f in build(_turn(text, Label.SEMANTIC)) if isinstance(f, Fact)]
+    assert {(f.subject, f.relation, f.object.name, f.object.type) for f in facts} == expected
 
 
-def test_negated_fact_keeps_its_relation() -> None:
-    (fact,) = _build(_turn("I'm not allergic to penicillin.", Label.SEMANTIC))
+def test_a_lasting_not_is_negated() -> None:
+    (fact,) = build(_turn("I don't eat pork.", Label.SEMANTIC))
     assert isinstance(fact, Fact)
-    assert (fact.relation, fact.negated) == ("allergic_to", True)
+    assert (fact.relation, fact.object.name, fact.negated) == ("diet", "pork", True)
+    assert fact.label == "does not eat"
+
+
+def test_an_ending_is_stored_closed() -> None:
+    facts = build(_turn("I'm not vegetarian any more.", Label.SEMANTIC))
+    (fact,) = [f for f in facts if isinstance(f, Fact)]
+    assert (fact.relation, fact.kind, fact.valid_to) == ("diet", "end", NOW)
 
 
 def test_fact_subject_is_the_speaker_when_known() -> None:
-    (fact,) = _build(_turn("I love hiking.", Label.SEMANTIC, speaker="Melanie"))
+    (fact,) = build(_turn("I live in Lisbon.", Label.SEMANTIC, speaker="Melanie"))
     assert isinstance(fact, Fact)
     assert fact.subject == "Melanie"
 
 
 def test_assistant_first_person_is_not_a_user_fact() -> None:
     turn = _turn("I'm a language model and I love helping.", Label.SEMANTIC, role=Role.ASSISTANT)
-    assert _kinds(_build(turn)) == ["Episode"]
+    assert _kinds(build(turn)) == ["Episode"]
 
 
 def test_rule_node_tree() -> None:
@@ -221,8 +282,8 @@ def test_ids_are_deterministic_and_distinct() -> None:
         "I took my pills."
     )
     labels = (Label.EPISODIC, Label.SEMANTIC, Label.PROCEDURAL, Label.WORKING)
-    first, again = _build(_turn(text, *labels)), _build(_turn(text, *labels))
-    other = _build(_turn(text, *labels, turn_id="t2"))
+    first, again = _build(_turn(text, *labels), ALLERGY), _build(_turn(text, *labels), ALLERGY)
+    other = _build(_turn(text, *labels, turn_id="t2"), ALLERGY)
     ids = [r.id for r in first]
     assert ids == [r.id for r in again]
     assert len(set(ids)) == len(ids) == 5
@@ -244,7 +305,7 @@ def test_records_round_trip_through_the_journal_payload() -> None:
         "Remind me to call mom tomorrow. I took my pills."
     )
     labels = (Label.EPISODIC, Label.SEMANTIC, Label.PROCEDURAL, Label.WORKING)
-    for record in _build(_turn(text, *labels)):
+    for record in _build(_turn(text, *labels), ALLERGY):
         assert memory_from_payload(memory_type(record), to_payload(record)) == record
 
 
@@ -254,14 +315,14 @@ def test_records_round_trip_through_the_journal_payload() -> None:
 
 def test_every_record_gets_its_importance_and_default_header() -> None:
     text = "I'm allergic to ibuprofen. Remind me to call mom tomorrow."
-    for record in _build(_turn(text, Label.EPISODIC, Label.SEMANTIC, Label.WORKING)):
+    for record in _build(_turn(text, Label.EPISODIC, Label.SEMANTIC, Label.WORKING), ALLERGY):
         assert record.header == Header(importance=importance(record))
         assert 1.0 <= record.header.importance <= 10.0
 
 
 def test_importance_ranks_health_and_knowledge_above_chit_chat() -> None:
-    (allergy,) = _build(_turn("I'm allergic to ibuprofen", Label.SEMANTIC))
-    (hobby,) = _build(_turn("I love hiking in the mountains", Label.SEMANTIC))
+    (allergy,) = _build(_turn("I'm allergic to ibuprofen", Label.SEMANTIC), ALLERGY)
+    (hobby,) = _build(_turn("I love hiking in the mountains", Label.SEMANTIC), ("hobby", "hiking"))
     (chat,) = _build(_turn("The weather was nice at the beach today.", Label.EPISODIC))
     (short,) = _build(_turn("ok sure", Label.EPISODIC))
     assert importance(allergy) > importance(hobby) > importance(chat) > importance(short)
@@ -287,7 +348,8 @@ def test_importance_ranks_health_and_knowledge_above_chit_chat() -> None:
     ],
 )
 def test_importance_heuristic(text: str, labels: tuple[Label, ...], expected: float) -> None:
-    (record,) = _build(_turn(text, *labels))
+    facts = (ALLERGY,) if Label.SEMANTIC in labels else ()
+    (record,) = _build(_turn(text, *labels), *facts)
     assert importance(record) == pytest.approx(expected)
 
 

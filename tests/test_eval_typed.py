@@ -17,13 +17,13 @@ SCENARIO = {
     "domain": "hobbies",
     "turns": [
         {"session": "s1", "ts": "2026-05-04T18:00:00Z", "role": "user",
-         "text": "I paddle with the Tideway kayak club on Wednesday nights."},
+         "text": "I'm a member of the Tideway kayak club, we paddle on Wednesday nights."},
         {"session": "s1", "ts": "2026-05-04T18:01:00Z", "role": "user",
          "text": "Whenever the river is above 2 metres, remind me to check the safety page."},
         {"session": "s1", "ts": "2026-05-04T18:02:00Z", "role": "user",
          "text": "Don't let me forget to renew my paddling licence on Friday."},
         {"session": "s2", "ts": "2026-05-20T09:00:00Z", "role": "user",
-         "text": "I've switched to the Putney kayak club now, no more Tideway."},
+         "text": "I've left the Tideway kayak club and joined the Putney kayak club instead."},
     ],
     "queries": [
         {"ts": "2026-05-21T08:00:00Z", "text": "The river looks high, should I paddle tonight?",

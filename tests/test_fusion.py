@@ -9,7 +9,7 @@ import pytest
 
 from memoryd.config import Config, RetrievalConfig
 from memoryd.ingest import NewTurn
-from memoryd.models import Episode, Role
+from memoryd.models import Episode, Fact, Role
 from memoryd.retrieve import Item, QueryParams
 from memoryd.retrieve.fusion import _boost_sessions
 from memoryd.service import MemoryService
@@ -57,7 +57,9 @@ def _chat() -> list[NewTurn]:
 
 def _by_text(service: MemoryService, query: str, **params: Any) -> dict[str, Item]:
     result = service.query("ann", QueryParams(query, k=10, **params))
-    return {i.memory.text: i for i in result.items if isinstance(i.memory, Episode) and i.hit}
+    return {
+        i.memory.text: i for i in result.items if isinstance(i.memory, Episode | Fact) and i.hit
+    }
 
 
 def test_the_turns_beside_a_hit_are_lifted_by_a_share_of_its_score(

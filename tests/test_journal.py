@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 from memoryd.errors import ClosedError, JournalError
-from memoryd.memory import EVIDENCE_RELATIONS
 from memoryd.models import (
     Entity,
     Episode,
@@ -23,6 +22,7 @@ from memoryd.models import (
     TaskStatus,
     Turn,
 )
+from memoryd.retrieve.expand import HEALTH_PROFILE
 from memoryd.store.headers import HeaderStore
 from memoryd.store.journal import Journal
 from memoryd.store.lexical import TextSearch
@@ -239,7 +239,7 @@ def test_facts_of_a_few_relations_are_read_by_relation(journal: Journal) -> None
     """Read by type, every fact was read to find a health profile's few: 5 ms at 10k turns."""
     facts = [
         Fact(f"f{n}", f"t{n}", relation, Entity(f"e{n}", f"x{n}"), f"fact {n}")
-        for n, relation in enumerate(["likes", "allergic_to", "takes", "likes", "allergic_to"])
+        for n, relation in enumerate(["likes", "allergy", "medication", "likes", "allergy"])
     ]
     journal.append_turns(
         [
@@ -247,8 +247,8 @@ def test_facts_of_a_few_relations_are_read_by_relation(journal: Journal) -> None
             for n, f in enumerate(facts)
         ]
     )
-    found = journal.facts(relations=["allergic_to", "takes"], limit=2)
+    found = journal.facts(relations=["allergy", "medication"], limit=2)
     assert [s.memory.id for s in found] == ["f1", "f2"]
-    health = sorted(EVIDENCE_RELATIONS)  # with this many, the planner preferred the type index
+    health = HEALTH_PROFILE  # with this many, the planner preferred the type index
     plan = plan_of(journal, lambda: journal.facts(relations=health, limit=10))
     assert "facts_by_relation" in plan and "memories_by_type" not in plan, plan

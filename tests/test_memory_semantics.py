@@ -13,7 +13,6 @@ from memoryd.encoder import Encoder
 from memoryd.errors import ConflictError, InvalidInputError, MemoryNotFoundError
 from memoryd.ingest import NewTurn
 from memoryd.llm.base import Prompt
-from memoryd.memory.abstract import PROC_SCHEMA, SEM_SCHEMA
 from memoryd.models import MemoryType, Role, TaskStatus
 from memoryd.retrieve import QueryParams
 from memoryd.router import Router
@@ -44,106 +43,94 @@ def facts(service: MemoryService, history: bool = False, user: str = "u") -> lis
     return facts_json(service.list_facts(user, history=history))
 
 
-def relation_objects(found: list[dict]) -> list[tuple[str, str, bool]]:
-    return [(f["record"]["relation"], f["record"]["object"]["name"], f["current"]) for f in found]
+def current_of(service: MemoryService, user: str = "u") -> set[tuple[str, str, str]]:
+    """(subject, attribute, value) of the current facts."""
+    return {
+        (f["record"]["subject"], f["record"]["relation"], f["record"]["object"]["name"])
+        for f in facts(service, user=user)
+    }
 
 
 class TestSupersession:
-    def test_exclusive_relation_closes_the_old_fact(self, service: MemoryService) -> None:
+    """Through the service with the real reader; the slot rules themselves are pinned without
+    a model in tests/test_supersession.py."""
+
+    def test_a_new_value_of_a_one_value_slot_closes_the_old_fact(
+        self, service: MemoryService
+    ) -> None:
         replies = say(service, "I live in Oslo", "I moved to Berlin")
-        assert relation_objects(facts(service)) == [("lives_in", "Berlin", True)]
+        assert current_of(service) == {("user", "home_city", "Berlin")}
         old, new = facts(service, history=True)
         assert (old["current"], new["current"]) == (False, True)
         assert old["record"]["superseded_by"] == new["id"]
         assert old["record"]["valid_to"] == new["record"]["valid_from"]
         assert replies[1]["effects"] == [{"id": old["id"], "effect": "superseded", "by": new["id"]}]
 
-    def test_opposite_polarity_closes_only_the_same_object(self, service: MemoryService) -> None:
-        say(service, "I love sushi", "I love hiking", "I don't like sushi anymore")
-        assert relation_objects(facts(service)) == [
-            ("likes", "hiking", True),
-            ("dislikes", "sushi", True),
-        ]
-
-    def test_a_negated_update_ends_only_the_value_it_names(self, service: MemoryService) -> None:
-        say(service, "I play tennis, squash and padel", "I don't play squash anymore, my knee")
-        assert sorted((r, o, n) for r, o, n in relation_objects(facts(service))) == [
-            ("plays", "padel", True),
-            ("plays", "squash", True),  # the negated one
-            ("plays", "tennis", True),
-        ]
-        assert [f["record"]["negated"] for f in facts(service)].count(True) == 1
-
-    def test_an_update_ends_the_values_of_its_relation_it_names(
-        self, service: MemoryService
-    ) -> None:
+    def test_the_issues_brother_and_allergy_pairs(self, service: MemoryService) -> None:
         say(
             service,
-            "we use Octopus, Thames Water and BT for the bills",
-            "switched from BT to Community Fibre",
+            "My brother Tom lives in Bristol with his wife.",
+            "I'm allergic to peanuts",
+            "Tom and Jess have moved up to Edinburgh for her new job",
+            "turns out I react to shellfish as well",
         )
-        assert sorted(o for _, o, _ in relation_objects(facts(service))) == [
-            "Community Fibre",
-            "Octopus",
-            "Thames Water",
-        ]
+        now = current_of(service)
+        assert ("user", "sibling", "Tom") in now  # Tom's move leaves who he is to the user
+        assert {("Tom", "home_city", "Edinburgh"), ("Jess", "home_city", "Edinburgh")} <= now
+        assert {("user", "allergy", "peanuts"), ("user", "allergy", "shellfish")} <= now
+        assert not [f for f in now if f[2] == "Bristol"], now
 
-    def test_a_thing_done_and_its_doing_are_one_value(self, service: MemoryService) -> None:
+    @pytest.mark.xfail(
+        strict=True,
+        reason="the reader reads Octopus as the new supplier and EDF as the old one in 'finally "
+        "ditched Octopus, EDF gave us …' (issue 37: value and old swapped)",
+    )
+    def test_the_issues_supplier_pair(self, service: MemoryService) -> None:
         say(
             service,
-            "We meet first monday of the month at St Luke's hall.",
-            "so meetings are first thursday at the library now.",
+            "we're with Octopus for gas and electric",
+            "finally ditched Octopus, EDF gave us a fixed deal for two years",
         )
-        assert [o for _, o, _ in relation_objects(facts(service))] == [
-            "first thursday at the library"
-        ]
+        now = current_of(service)
+        assert ("user", "energy_supplier", "EDF") in now
+        assert not [f for f in now if f[2] == "Octopus"], now
 
-    def test_a_new_amount_of_the_same_thing_ends_the_old(self, service: MemoryService) -> None:
+    def test_the_issues_manager_pair(self, service: MemoryService) -> None:
         say(
             service,
-            "grocery category is $650/mo which is probably too low lol",
-            "also bumped groceries to $800, 650 was a fantasy",
+            "My line manager is Priya Shah, she runs the payments squad.",
+            "after the restructure I'm reporting to Marcus Lee now, Priya went to the risk team",
         )
-        current = {o for _, o, _ in relation_objects(facts(service))}
-        assert "$800" in current
-        assert not [o for o in current if "650" in o]
+        now = current_of(service)
+        assert ("user", "manager", "Marcus Lee") in now
+        assert not [f for f in now if f[0] == "user" and f[2].startswith("Priya")], now
 
-    def test_no_longer_ends_the_value_in_any_relation(self, service: MemoryService) -> None:
-        say(service, "I'm a teacher and a keen runner", "I'm not a teacher anymore, I retired")
-        current = {
-            (f["record"]["relation"], f["record"]["object"]["name"], f["record"]["negated"])
-            for f in facts(service)
-        }
-        assert ("is", "teacher", False) not in current
-        assert ("is", "keen runner", False) in current
-
-    def test_multi_valued_relation_keeps_both(self, service: MemoryService) -> None:
+    def test_values_of_a_many_value_slot_are_kept(self, service: MemoryService) -> None:
         say(service, "I'm allergic to ibuprofen", "I'm allergic to penicillin")
-        assert [o for _, o, _ in relation_objects(facts(service))] == ["ibuprofen", "penicillin"]
+        assert current_of(service) == {
+            ("user", "allergy", "ibuprofen"),
+            ("user", "allergy", "penicillin"),
+        }
 
-    def test_negation_closes_the_affirmative(self, service: MemoryService) -> None:
-        say(service, "I'm allergic to penicillin", "I am not allergic to penicillin")
-        (current,) = facts(service)
-        assert current["record"]["negated"] is True
-
-    def test_past_one_off_and_hypothetical_statements_leave_the_current_fact(
-        self, service: MemoryService
+    @pytest.mark.parametrize(
+        "text",
+        [
+            "should I move to Paris, what do you think?",
+            pytest.param(
+                "if I ever move to Leeds I'll get a dog",
+                marks=pytest.mark.xfail(
+                    strict=True,
+                    reason="the reader reads the dog of a hypothetical as a pet (issue 37)",
+                ),
+            ),
+            "we're thinking of moving to Lisbon next year",
+        ],
+    )
+    def test_questions_plans_and_hypotheticals_change_nothing(
+        self, service: MemoryService, text: str
     ) -> None:
-        say(
-            service,
-            "I live in Berlin",
-            "I lived in Paris in 2010",
-            "I used to live in Rome",
-            "I had sushi yesterday",
-            "If I were allergic to nuts I would know",
-            "Maybe I like jazz",
-        )
-        # a state said to be over is kept, closed; events and hypotheticals state nothing
-        assert relation_objects(facts(service, history=True)) == [
-            ("lives_in", "Berlin", True),
-            ("lives_in", "Paris", False),
-            ("lives_in", "Rome", False),
-        ]
+        say(service, "I live in Berlin", text)
+        assert current_of(service) == {("user", "home_city", "Berlin")}
 
     def test_restating_reinforces_instead_of_copying(self, service: MemoryService) -> None:
         replies = say(service, "I'm allergic to ibuprofen", "Remember: I am allergic to ibuprofen")
@@ -158,40 +145,14 @@ class TestSupersession:
             NewTurn("s", Role.USER, "I live in Rome", ts=T0, speaker="Ben", turn_id="b"),
         ]
         service.ingest("u", turns)
-        assert len(facts(service)) == 2
-
-    @pytest.mark.parametrize(
-        ("old", "update", "kept"),
-        [
-            (
-                "I take cetirizine for my hay fever",
-                "the cetirizine made me drowsy so I switched to fexofenadine",
-                "fexofenadine",
-            ),
-            (
-                "I bank with Lloyds",
-                "Lloyds kept charging fees so I moved my account to Monzo",
-                "Monzo",
-            ),
-            (  # "instead" makes an update too
-                "I swim on Tuesdays at the lido",
-                "the lido closed for winter, I'm swimming at the leisure centre instead",
-                "swimming at the leisure centre",
-            ),
-        ],
-    )
-    def test_an_update_that_names_the_old_value_closes_it(
-        self, service: MemoryService, old: str, update: str, kept: str
-    ) -> None:
-        say(service, old, update, "I love hiking")
-        assert [o for _, o, _ in relation_objects(facts(service))] == [kept, "hiking"]
+        assert current_of(service) == {("Anna", "home_city", "Oslo"), ("Ben", "home_city", "Rome")}
 
     def test_undo_reopens_the_superseded_fact(self, service: MemoryService) -> None:
         say(service, "I live in Oslo", "I moved to Berlin")
         old, new = facts(service, history=True)
         reply = undone_json(service.undo_supersession("u", old["id"]))
         assert reply["was_superseded_by"] == new["id"]
-        assert {o for _, o, c in relation_objects(facts(service)) if c} == {"Oslo", "Berlin"}
+        assert {v for _, _, v in current_of(service)} == {"Oslo", "Berlin"}
         with pytest.raises(ConflictError, match="not superseded"):
             service.undo_supersession("u", old["id"])
         with pytest.raises(MemoryNotFoundError):
@@ -234,15 +195,13 @@ class TestCanonicalEntities:
             "I moved to NYC",  # alias table: same id
             "I work at New York University",
             "I work at NYU",  # acronym of a known name
-            "I have a knee injury",
-            "I have an injured knee",  # shared word, cosine 0.935
         )
-        current = relation_objects(facts(service))
-        assert current == [
-            ("lives_in", "New York City", True),
-            ("works_at", "New York University", True),
-            ("has_condition", "knee injury", True),
-        ]
+        now = current_of(service)
+        assert {
+            ("user", "home_city", "New York City"),
+            ("user", "employer", "New York University"),
+        } <= now
+        assert not [f for f in now if f[2] in ("NYC", "NYU")]
 
     def test_look_alikes_below_the_threshold_stay_apart(self, service: MemoryService) -> None:
         say(service, "I'm allergic to ibuprofen", "I'm allergic to aspirin")
@@ -434,12 +393,12 @@ class ScriptedFakeLLM:
     name = "fake:scripted"
 
     def __init__(self, facts: list[dict], rules: list[dict]) -> None:
-        self.answers = {id(SEM_SCHEMA): {"facts": facts}, id(PROC_SCHEMA): {"rules": rules}}
+        self.answers = {"facts": {"facts": facts}, "rules": {"rules": rules}}
         self.calls: list[Prompt] = []
 
     def generate_json(self, prompt: Prompt, schema: dict, *, timeout: float | None = None) -> dict:
         self.calls.append(prompt)
-        return self.answers[id(schema)]
+        return self.answers[next(iter(schema["properties"]))]
 
     def close(self) -> None:
         pass
@@ -450,10 +409,8 @@ def test_abstraction_pass_is_journaled_once(
 ) -> None:
     fact = {
         "episode": 2,
-        "relation": "has_skill",
-        "qualifier": "",
+        "attribute": "hobby",
         "object": "pottery",
-        "object_type": "other",
         "negated": False,
         "confidence": "high",
     }

@@ -14,7 +14,6 @@ import pytest
 
 from memoryd.ingest import NewTurn
 from memoryd.memory.abstract import _rule as aproc_rule
-from memoryd.memory.build import build_memories
 from memoryd.memory.extract import extract
 from memoryd.models import Episode, Label, MemoryType, Role, Rule, RuleNodeKind, Turn
 from memoryd.retrieve import Item, QueryParams, Stores
@@ -23,6 +22,7 @@ from memoryd.retrieve.render import render_line
 from memoryd.schemas.replies import ItemReply
 from memoryd.service import MemoryService
 from memoryd.store.codec import memory_from_payload, to_payload
+from support.reading import build
 from support.replies import as_json
 
 NOW = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
@@ -38,7 +38,7 @@ def rules_of(text: str) -> list[tuple[list[str], list[str], list[str]]]:
 
 def build_rule(text: str) -> Rule:
     turn = Turn("t1", "s1", Role.USER, text, NOW, labels=(Label.PROCEDURAL,))
-    (rule,) = [m for m in build_memories(turn, extract(text, NOW)) if isinstance(m, Rule)]
+    (rule,) = [m for m in build(turn) if isinstance(m, Rule)]
     return rule
 
 

@@ -48,6 +48,7 @@ from memoryd.schemas import (
     QueryReply,
     QueryRequest,
     ReadyReply,
+    RereadReply,
     ReshuffleReply,
     RollbackReply,
     RoundReply,
@@ -238,6 +239,14 @@ class Calls:
         return Call("POST", _user(user_id, "facts", fact_id, "undo"), UndoneFactReply)
 
     @staticmethod
+    def reread_facts(user_id: str) -> Call[RereadReply]:
+        return Call("POST", _user(user_id, "facts", "reread"), RereadReply)
+
+    @staticmethod
+    def undo_reread(user_id: str) -> Call[RereadReply]:
+        return Call("POST", _user(user_id, "facts", "reread", "undo"), RereadReply)
+
+    @staticmethod
     def list_tasks(user_id: str, status: Sequence[TaskStatus] | None = None) -> Call[TaskList]:
         params = {"status": list(status or [])}
         return Call("GET", _user(user_id, "tasks"), TaskList, params=params)
@@ -424,6 +433,8 @@ class Client:
     feedback = SyncRoute(Calls.feedback)
     list_facts = SyncRoute(Calls.list_facts)
     undo_fact = SyncRoute(Calls.undo_fact)
+    reread_facts = SyncRoute(Calls.reread_facts)
+    undo_reread = SyncRoute(Calls.undo_reread)
     list_tasks = SyncRoute(Calls.list_tasks)
     create_task = SyncRoute(Calls.create_task)
     update_task = SyncRoute(Calls.update_task)
@@ -505,6 +516,8 @@ class AsyncClient:
     feedback = AsyncRoute(Calls.feedback)
     list_facts = AsyncRoute(Calls.list_facts)
     undo_fact = AsyncRoute(Calls.undo_fact)
+    reread_facts = AsyncRoute(Calls.reread_facts)
+    undo_reread = AsyncRoute(Calls.undo_reread)
     list_tasks = AsyncRoute(Calls.list_tasks)
     create_task = AsyncRoute(Calls.create_task)
     update_task = AsyncRoute(Calls.update_task)

@@ -29,22 +29,26 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
-from tokenizers import Tokenizer
+from tokenizers import Encoding, Tokenizer
 
 from memoryd.errors import ClosedError, ModelMissingError
 
 __all__ = [
+    "FACT_TOP_FILE",
     "MANIFEST_FILE",
     "MAX_TOKENS",
     "MODEL_FILE",
+    "READING_OUTPUT",
     "ROUTER_TOP_FILE",
     "ROUTING_OUTPUT",
     "TOKENIZER_FILE",
     "TRUNK_OUTPUT",
+    "Encoded",
     "Encoder",
     "load_tokenizer",
     "model_inputs",
@@ -60,6 +64,10 @@ ROUTER_TOP_FILE = "router-top-int8.onnx"
 TRUNK_OUTPUT = "trunk_state"
 """The encoder graph's second output and the router top's input."""
 ROUTING_OUTPUT = "routing_state"
+FACT_TOP_FILE = "fact-top-int8.onnx"
+"""The fact reader's tuned copy of the top layers (``scripts/train_fact_reader.py``), when its
+recipe reads one; absent when the reader reads the last layer."""
+READING_OUTPUT = "reading_state"
 MAX_TOKENS = 256
 """Longer texts are truncated, as sentence-transformers does for this model (max_seq_length)."""
 
@@ -97,6 +105,14 @@ def _verify_models(model_path: Path, top_path: Path, manifest_path: Path) -> Non
             )
 
 
+def _verify_fact_top(path: Path, manifest_path: Path) -> None:
+    """Check the fact reader's top layers against the sha256 its build recorded."""
+    manifest = json.loads(_require(manifest_path, "model manifest").read_text())
+    expected = (manifest.get("fact_reader") or {}).get("top", {}).get("sha256")
+    if expected is None or sha256_file(path) != expected:
+        raise ModelMissingError(str(path), f"fact reader layers recorded in {MANIFEST_FILE}")
+
+
 def load_tokenizer(path: Path) -> Tokenizer:
     """Load the tokenizer set up for single texts: truncated to MAX_TOKENS, never padded."""
     tokenizer = Tokenizer.from_file(str(path))
@@ -107,7 +123,10 @@ def load_tokenizer(path: Path) -> Tokenizer:
 
 def model_inputs(tokenizer: Tokenizer, text: str) -> dict[str, np.ndarray]:
     """The encoder's inputs for one text, a batch of one (as the model build feeds it too)."""
-    encoding = tokenizer.encode(text)
+    return _inputs(tokenizer.encode(text))
+
+
+def _inputs(encoding: Encoding) -> dict[str, np.ndarray]:
     return {
         "input_ids": np.array([encoding.ids], dtype=np.int64),
         "attention_mask": np.array([encoding.attention_mask], dtype=np.int64),
@@ -122,6 +141,18 @@ def _open_session(path: Path, threads: int) -> ort.InferenceSession:
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """What one pass of the encoder gives for a text (:meth:`Encoder.encode`): the embedding,
+    the routing vector, and the token states the fact reader reads with each piece's
+    characters (empty when the text was not to be read)."""
+
+    embedding: np.ndarray
+    routing: np.ndarray
+    reading: np.ndarray
+    offsets: list[tuple[int, int]]
 
 
 class Encoder:
@@ -164,7 +195,19 @@ class Encoder:
         self._top: ort.InferenceSession | None = (
             _open_session(top_path, threads) if top_path.is_file() else None
         )
+        fact_top = model_dir / FACT_TOP_FILE
+        if verify and fact_top.is_file():
+            _verify_fact_top(fact_top, model_dir / MANIFEST_FILE)
+        self._fact_top: ort.InferenceSession | None = (
+            _open_session(fact_top, threads) if fact_top.is_file() else None
+        )
         logger.info("encoder loaded from %s (threads=%d)", model_path, threads)
+
+    @property
+    def reads_tuned(self) -> bool:
+        """Whether the fact reader's states come from its own tuned top layers (else the
+        encoder's last layer)."""
+        return self._fact_top is not None
 
     def embed(self, text: str) -> np.ndarray:
         """Return the embedding of ``text``: float32, shape ``(384,)``, L2 norm 1."""
@@ -187,6 +230,60 @@ class Encoder:
         (trunk,) = self._run(text, [TRUNK_OUTPUT])
         return trunk
 
+    def encode(self, text: str, read: bool = True) -> Encoded:
+        """One pass over ``text``: the embedding, the routing vector and (``read``) the token
+        states the fact reader reads, with each piece's characters."""
+        session = self._session
+        top = self._top
+        if session is None:
+            raise ClosedError("encoder")
+        if top is None:
+            raise ModelMissingError(str(self._top_path), "ONNX router layers")
+        encoding = self._tokenizer.encode(text)
+        states, trunk = session.run(["last_hidden_state", TRUNK_OUTPUT], _inputs(encoding))
+        (routing,) = top.run([ROUTING_OUTPUT], {TRUNK_OUTPUT: trunk})
+        reading = self._reading(states, trunk) if read else np.zeros((0, self.dim), np.float32)
+        return Encoded(_pool(states), _pool(routing), reading, list(encoding.offsets))
+
+    def reading(self, text: str) -> tuple[np.ndarray, list[tuple[int, int]]]:
+        """What the fact reader reads of ``text`` (as :meth:`encode` gives it) and the pieces'
+        character offsets (special pieces: ``(0, 0)``)."""
+        session = self._session
+        if session is None:
+            raise ClosedError("encoder")
+        encoding = self._tokenizer.encode(text)
+        states, trunk = session.run(["last_hidden_state", TRUNK_OUTPUT], _inputs(encoding))
+        return self._reading(states, trunk), list(encoding.offsets)
+
+    def last_layer(self, text: str) -> tuple[np.ndarray, list[tuple[int, int]]]:
+        """The last layer's token states of ``text``, ``(pieces, 384)``, and the pieces'
+        characters (what the fact reader's training reads when its recipe has no top layers
+        of its own)."""
+        session = self._session
+        if session is None:
+            raise ClosedError("encoder")
+        encoding = self._tokenizer.encode(text)
+        (states,) = session.run(["last_hidden_state"], _inputs(encoding))
+        return states[0], list(encoding.offsets)
+
+    def _reading(self, states: np.ndarray, trunk: np.ndarray) -> np.ndarray:
+        fact_top = self._fact_top
+        if fact_top is None:
+            out: np.ndarray = states[0]
+            return out
+        (reading,) = fact_top.run([READING_OUTPUT], {TRUNK_OUTPUT: trunk})
+        tuned: np.ndarray = reading[0]
+        return tuned
+
+    def routing_states(self, text: str) -> np.ndarray:
+        """The router top's token states of ``text``, ``(pieces, 384)``."""
+        top = self._top
+        if top is None:
+            raise ModelMissingError(str(self._top_path), "ONNX router layers")
+        (routing,) = top.run([ROUTING_OUTPUT], {TRUNK_OUTPUT: self.trunk(text)})
+        states: np.ndarray = routing[0]
+        return states
+
     def routing_vector(self, text: str) -> np.ndarray:
         """The routing vector of ``text`` alone (the second vector of :meth:`embed_routed`)."""
         return self.embed_routed(text)[1]
@@ -206,6 +303,7 @@ class Encoder:
         """Release the onnxruntime sessions; later calls raise ``ClosedError``."""
         self._session = None
         self._top = None
+        self._fact_top = None
 
 
 def _pool(states: np.ndarray) -> np.ndarray:

@@ -1,8 +1,9 @@
 """The one pipeline from a turn to typed memories, used by turn ingest, relabelling and the
 LLM abstraction pass alike.
 
-1. **Build** (:func:`build`): extract candidates from the turn's text and build the records its
-   labels ask for (:mod:`memoryd.memory.extract`, :mod:`memoryd.memory.build`).
+1. **Build** (:func:`build`): the facts the reader read of the turn (:mod:`memoryd.reader`),
+   and the rules, tasks and mentions the extractors find in its text, as the records its labels
+   ask for (:mod:`memoryd.memory.extract`, :mod:`memoryd.memory.build`).
 2. **Fold** (:func:`fold`), on the user's writer: canonicalise the records' entities against the
    user's registry and consolidate them with what the memory already holds (a fact superseded,
    a task completed, a rule supported). The decisions are data (:class:`Folded`): the journal
@@ -10,12 +11,13 @@ LLM abstraction pass alike.
 3. **Commit** (:class:`memoryd.workspace.writes.Writes`): journal, in one transaction across the
    stores of the journal file, then project onto the graph and vectors.
 
-A new turn is embedded and routed before step 1 (:func:`prepare`); a relabelled turn keeps its
-vector and takes the LLM's labels (:func:`relabelled`); an abstraction pass brings records an
-LLM derived from episodes and starts at step 2.
+A new turn is embedded, routed and read before step 1 (:func:`prepare`); a relabelled turn keeps
+its vector and facts and takes the LLM's labels (:func:`relabelled`); an abstraction pass
+brings records an LLM derived from episodes and starts at step 2. ``slots`` (the inventory) says
+how facts fold.
 
-    entry = prepare(turn, vector, routing)          # off the writer
-    entries = fold_entries([entry, ...], journal, resolver)   # on the writer
+    entry = prepare(turn, vector, routing, facts, slots)          # off the writer
+    entries = fold_entries([entry, ...], journal, resolver, slots)   # on the writer
 """
 
 from __future__ import annotations
@@ -32,10 +34,12 @@ import numpy as np
 from memoryd.memory import (
     BatchView,
     EntityResolver,
+    MemoryView,
     build_memories,
     build_reports,
     consolidate,
     extract,
+    fact_values,
 )
 from memoryd.models import (
     Effect,
@@ -48,6 +52,7 @@ from memoryd.models import (
     Turn,
     memory_type,
 )
+from memoryd.reader import ReadFact, Slots
 from memoryd.store import Journal, Relabel, Routing, TurnEntry
 
 __all__ = ["Folded", "NewTurn", "build", "fold", "fold_entries", "prepare", "relabelled"]
@@ -84,20 +89,27 @@ class Folded:
     aliases: dict[str, list[str]]
 
 
-def build(turn: Turn) -> list[Memory]:
-    """The records ``turn``'s labels ask for, filled from its extraction, and the completions
-    it reports outside working memory, which fold only into the open tasks they name (step 1)."""
-    extraction = extract(turn.text, turn.local_ts)
-    return [*build_memories(turn, extraction), *build_reports(turn, extraction)]
+def build(turn: Turn, facts: Sequence[ReadFact], slots: Slots) -> list[Memory]:
+    """The records ``turn``'s labels ask for, filled from its extraction, the facts the reader
+    read of it (``facts``), and the completions it reports outside working memory, which fold
+    only into the open tasks they name (step 1)."""
+    extraction = extract(turn.text, turn.local_ts, fact_values(facts, slots))
+    return [
+        *build_memories(turn, extraction, facts, slots),
+        *build_reports(turn, extraction, facts),
+    ]
 
 
 def _refs(memories: Sequence[Memory]) -> tuple[MemoryRef, ...]:
     return tuple(MemoryRef(m.id, memory_type(m)) for m in memories)
 
 
-def prepare(turn: Turn, vector: np.ndarray, routing: Routing) -> TurnEntry:
-    """A routed turn (labels, confidence and ``routed_by`` set) and its built records."""
-    memories = build(turn)
+def prepare(
+    turn: Turn, vector: np.ndarray, routing: Routing, facts: Sequence[ReadFact], slots: Slots
+) -> TurnEntry:
+    """A routed and read turn (labels, confidence and ``routed_by`` set; ``facts`` the reader
+    read of it) and its built records."""
+    memories = build(turn, facts, slots)
     receipt = Receipt(
         turn_id=turn.turn_id,
         labels=turn.labels,
@@ -110,24 +122,28 @@ def prepare(turn: Turn, vector: np.ndarray, routing: Routing) -> TurnEntry:
 
 
 def fold(
-    turn: Turn | None, memories: Sequence[Memory], view: BatchView, resolver: EntityResolver
+    turn: Turn | None,
+    memories: Sequence[Memory],
+    view: MemoryView,
+    resolver: EntityResolver,
+    slots: Slots,
 ) -> Folded:
     """Step 2 for one turn's records (or an abstraction batch's, ``turn`` None)."""
     aliases = resolver.resolve_memories(memories)
-    result = consolidate(turn, memories, view)
+    result = consolidate(turn, memories, view, slots)
     names = {entity_id: sorted(found) for entity_id, found in aliases.items()}
     return Folded(result.memories, result.updates, result.effects, names)
 
 
 def fold_entries(
-    entries: Iterable[TurnEntry], journal: Journal, resolver: EntityResolver
+    entries: Iterable[TurnEntry], journal: Journal, resolver: EntityResolver, slots: Slots
 ) -> list[TurnEntry]:
     """Fold each entry in order, each seeing what the ones before it did; the receipts list the
     records stored and the effects. ``entries`` may be a stream: each is folded as it comes."""
     view = BatchView(journal)
     out = []
     for entry in entries:
-        folded = fold(entry.turn, entry.memories, view, resolver)
+        folded = fold(entry.turn, entry.memories, view, resolver, slots)
         view.stage([*folded.memories, *folded.updates])
         receipt = dataclasses.replace(
             entry.receipt, memories=_refs(folded.memories), effects=tuple(folded.effects)
@@ -147,15 +163,19 @@ def fold_entries(
 def relabelled(
     turn: Turn,
     labels: tuple[Label, ...],
+    facts: Sequence[ReadFact],
     journal: Journal,
     resolver: EntityResolver,
+    slots: Slots,
     *,
     source: str,
     holdout: bool,
     after_round: int,
 ) -> Relabel:
-    """A deferred turn re-routed under the LLM's ``labels``: rebuilt and folded like a new turn,
-    against the stored memory without the turn's own records."""
+    """A deferred turn re-routed under the LLM's ``labels``: rebuilt (with the ``facts`` the
+    reader reads of it) and folded like a new turn, against the stored memory without the
+    turn's own records."""
     turn = dataclasses.replace(turn, labels=labels, routed_by=RoutedBy.LLM)
-    folded = fold(turn, build(turn), BatchView(journal, turn.turn_id), resolver)
+    memories = build(turn, facts, slots)
+    folded = fold(turn, memories, BatchView(journal, turn.turn_id), resolver, slots)
     return Relabel(turn, folded.memories, source, holdout, after_round, updates=folded.updates)

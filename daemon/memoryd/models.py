@@ -58,14 +58,16 @@ class RoutedBy(StrEnum):
 
 
 class Parse(StrEnum):
-    """How the extractors read a fact, rule or task from its turn: a specific ``pattern`` ("I'm
-    allergic to X"), the ``clause`` the router's label asked for when no pattern matched (a
-    trigger and an action, an action and a due time, a verb and its object), or ``generic``
-    (the sentence itself, when even the clause could not be read)."""
+    """How a fact, rule or task was read from its turn: by the learned fact ``reader``
+    (facts), a specific ``pattern`` ("if it rains, I cycle"; facts of stores written before the
+    reader), the ``clause`` the router's label asked for when no pattern matched (a trigger and
+    an action, an action and a due time, a verb and its object), or ``generic`` (the sentence
+    itself, when even the clause could not be read)."""
 
     PATTERN = "pattern"
     CLAUSE = "clause"
     GENERIC = "generic"
+    READER = "reader"
 
 
 class Origin(StrEnum):
@@ -167,12 +169,23 @@ class Episode:
     header: Header = field(default_factory=Header)
 
 
+OTHER_ATTRIBUTE = "other"
+"""The attribute of a fact the inventory has no name for (compared by meaning, not by slot)."""
+
+
 @dataclass
 class Fact:
     """``(subject) -[relation]-> (object)``; a fact is current while ``valid_to`` is None.
 
+    ``relation`` names the attribute (an inventory name such as ``manager`` or ``home_city``, or
+    ``other`` for one the inventory lacks; stores written before the fact reader hold the old
+    extractors' relations until ``facts reread``); ``label`` is how a reply names it ("lives
+    in", "does not like"). ``subject`` is ``user`` (or the speaker's name) or the person, pet or
+    thing the fact is about. ``kind`` is what the statement did: ``state``, ``change``, ``add``
+    or ``end`` (stored closed); ``old`` the value the statement said it replaced.
     ``sources`` are the turn ids that stated it (``turn_id`` first); ``superseded_by`` is the id
-    of the fact that closed it."""
+    of the fact that closed it; ``doubted_by`` the id of a later fact that may have replaced it
+    (the judge was unsure: both stay current)."""
 
     id: str
     turn_id: str
@@ -188,8 +201,23 @@ class Fact:
     superseded_by: str | None = None
     origin: Origin = Origin.EXTRACTOR
     parse: Parse = Parse.PATTERN
-    update: bool = False  # replaces the relation's current values ("switched to", "moved to")
+    kind: str = "state"
+    old: str | None = None
+    label: str = ""
+    doubted_by: str | None = None
     header: Header = field(default_factory=Header)
+
+    @property
+    def statement(self) -> str:
+        """What the fact says of its subject: "manager: Marcus Lee", "does not like: olives";
+        a fact of an attribute the inventory lacks, its value and sentence. A fact stored
+        before the reader names its old relation."""
+        if self.relation == OTHER_ATTRIBUTE:
+            return f'{self.object.name}: "{self.text}"'
+        label = self.label or (
+            ("not " if self.negated else "") + self.relation.replace("_", " ").replace(":", " ")
+        )
+        return f"{label}: {self.object.name}"
 
 
 OTHERWISE = "otherwise"  # the ``when`` of a rule's else-branch

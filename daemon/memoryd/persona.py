@@ -33,13 +33,9 @@ class Persona:
 
 
 def fact_sentence(fact: Fact) -> str:
-    """A fact as profile words: "lives in Oslo", "not allergic to penicillin", "prefers (food)
-    sushi"."""
-    relation = fact.relation.replace("_", " ").replace(":", " (") + (
-        ")" if ":" in fact.relation else ""
-    )
-    negation = "not " if fact.negated else ""
-    return f"{negation}{relation} {fact.object.name}"
+    """A fact as profile words: "lives in: Oslo", "does not like: olives", "Tom — lives in:
+    Leeds"."""
+    return fact.statement if fact.subject == "user" else f"{fact.subject} — {fact.statement}"
 
 
 FactWeight = tuple[int, float, np.ndarray | None]

@@ -16,12 +16,10 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import hashlib
 import logging
 import os
 import shutil
-import stat
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -39,7 +37,6 @@ from memoryd.errors import (
     ClosedError,
     ConfigError,
     ConflictError,
-    DataDirBusyError,
     DiskFullError,
     InvalidInputError,
     InvalidUserIdError,
@@ -49,6 +46,7 @@ from memoryd.errors import (
     TurnNotFoundError,
     UserNotFoundError,
 )
+from memoryd.files import lock_data_dir
 from memoryd.heap import release_free_memory
 from memoryd.ingest import NewTurn
 from memoryd.labelling import Labelling
@@ -66,6 +64,7 @@ from memoryd.models import (
     Turn,
 )
 from memoryd.portability import check_header, export_records, import_records
+from memoryd.reader import FactReader
 from memoryd.registry import Registry
 from memoryd.retrieve import (
     LLMSufficiency,
@@ -81,6 +80,7 @@ from memoryd.workspace import (
     JOURNAL_FILE,
     LABEL_OUTCOMES,
     MemoryPatch,
+    RereadReport,
     Shared,
     UndoneFact,
     Workspace,
@@ -93,13 +93,11 @@ __all__ = [
     "TurnPage",
     "TurnView",
     "check_user_id",
-    "data_dir_in_use",
 ]
 
 log = logging.getLogger(__name__)
 
 USERS_DIR = "users"
-LOCK_FILE = ".lock"
 ROUTER_HEAD_FILE = "router_head.npz"
 EXPANSION_THREADS = 4  # one per typed expansion of a query
 
@@ -144,7 +142,8 @@ class MemoryService:
 
     Parameters: ``config`` (validated settings), ``encoder`` (sentence encoder), ``router``
     (memory-type router with the shipped head; each user's head grows from it), ``llm`` (the
-    labeller of deferred turns and the background LLM; None turns them off), ``owns_encoder``
+    labeller of deferred turns and the background LLM; None turns them off), ``reader`` (the
+    fact reader; by default the one built into ``config.model_dir``), ``owns_encoder``
     (close the encoder and the LLM on close; true when built by :meth:`from_config`). Takes an
     exclusive lock on ``config.data_dir`` so that a second process cannot open the same stores.
     """
@@ -156,6 +155,7 @@ class MemoryService:
         router: Router,
         *,
         llm: LLM | None = None,
+        reader: FactReader | None = None,
         owns_encoder: bool = False,
     ) -> None:
         self.config = config
@@ -166,7 +166,9 @@ class MemoryService:
             router.head, config.router, config.model_dir, encoder.routing_vector, llm
         )
         self._encoding = ThreadPoolExecutor(config.encoder.pool_size, thread_name_prefix="encode")
-        self.shared = Shared(config, encoder, loop, llm, self._encoding)
+        reader = reader or FactReader.load(config.model_dir)
+        reader.check_input(encoder.reads_tuned)
+        self.shared = Shared(config, encoder, loop, llm, self._encoding, reader)
         self.retriever = Retriever(
             config.retrieval,
             _judge(config, llm),
@@ -175,7 +177,7 @@ class MemoryService:
         )
         self.users_dir = config.data_dir / USERS_DIR
         self.users_dir.mkdir(parents=True, exist_ok=True)
-        self._lock_fd = _lock_data_dir(config.data_dir)
+        self._lock_fd = lock_data_dir(config.data_dir)
         self.users = Registry(self._open, config.limits.max_open_users)
         self.labelling = Labelling(self.users, self.user_exists, config.llm.timeout)
         self._expander = ThreadPoolExecutor(EXPANSION_THREADS, thread_name_prefix="expand")
@@ -329,6 +331,17 @@ class MemoryService:
         """The user's current facts (with ``history``, the superseded ones too), oldest first."""
         with self._lease(user_id) as ws:
             return ws.journal.facts(subject, history)
+
+    def reread_facts(self, user_id: str) -> RereadReport:
+        """Read the user's journaled turns again with the current fact reader and replace the
+        facts read before, in one journaled change (:mod:`memoryd.workspace.reread`)."""
+        with self._lease(user_id) as ws:
+            return ws.reread.run(_now())
+
+    def undo_reread(self, user_id: str) -> RereadReport:
+        """Reverse the user's last reread in one journaled change."""
+        with self._lease(user_id) as ws:
+            return ws.reread.undo(_now())
 
     def undo_supersession(self, user_id: str, fact_id: str) -> UndoneFact:
         """Make a superseded fact current again; the fact that closed it stays current too."""
@@ -656,38 +669,3 @@ def _judge(config: Config, llm: LLM | None) -> Sufficiency:
             raise ConfigError("tiers.sufficiency", "llm", "needs an LLM: set llm.backend")
         return LLMSufficiency(llm, timeout=config.llm.timeout)
     return ScoreSufficiency(config.tiers.threshold)
-
-
-def data_dir_in_use(data_dir: Path) -> bool:
-    """Whether a memoryd process (the daemon) holds ``data_dir``'s lock now."""
-    path = data_dir / LOCK_FILE
-    if not path.exists():
-        return False
-    fd = os.open(path, os.O_RDWR)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)  # closing the descriptor releases a lock taken here
-    return False
-
-
-def _lock_data_dir(data_dir: Path) -> int:
-    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    mode = stat.S_IMODE(data_dir.stat().st_mode)
-    if mode & 0o077:
-        data_dir.chmod(mode & 0o700)
-        log.warning(
-            "data directory %s was mode %s: made it private (%s)",
-            data_dir,
-            oct(mode),
-            oct(mode & 0o700),
-        )
-    fd = os.open(data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError as exc:
-        os.close(fd)
-        raise DataDirBusyError(str(data_dir)) from exc
-    return fd

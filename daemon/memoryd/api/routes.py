@@ -36,6 +36,7 @@ from memoryd.schemas import (
     QueryReply,
     QueryRequest,
     ReadyReply,
+    RereadReply,
     ReshuffleReply,
     RollbackReply,
     RoundReply,
@@ -198,6 +199,20 @@ def v1_router() -> APIRouter:
     ) -> FactList:
         """Current facts; with ``history=true`` also the superseded ones (``current: false``)."""
         return FactList.of(await run_blocking(service.list_facts, user_id, subject, history))
+
+    @router.post("/users/{user_id}/facts/reread", response_model=RereadReply, responses=errors(409))
+    async def reread_facts(user_id: UserId, service: Service) -> RereadReply:
+        """Read the user's journaled turns again with the current fact reader and replace the
+        facts read before, as one change (the old facts stay in the history; 409 while another
+        reread of the user runs)."""
+        return RereadReply.of(await run_blocking(service.reread_facts, user_id))
+
+    @router.post(
+        "/users/{user_id}/facts/reread/undo", response_model=RereadReply, responses=errors(409)
+    )
+    async def undo_reread(user_id: UserId, service: Service) -> RereadReply:
+        """Reverse the user's last reread as one change (409 when there is none to undo)."""
+        return RereadReply.of(await run_blocking(service.undo_reread, user_id))
 
     @router.post(
         "/users/{user_id}/facts/{fact_id}/undo",

@@ -1,7 +1,8 @@
 """`memoryd` command line: serve the daemon, and work on its data through it or in-process.
 
 When a daemon holds the data directory (or ``--url`` names one), `memoryd query`, `ingest`,
-`export`, `import` and the router / memory / tiers commands it can answer go to it over HTTP
+`export`, `import` and the router / memory / facts / tiers commands it can answer go to it over
+HTTP
 (:mod:`memoryd.client`); when none runs they build the same :class:`MemoryService` the daemon
 uses, in-process. Both print the same reply models (:mod:`~memoryd.cli.target`). Rebuild, the
 LLM commands (label, abstract, importance) and the evaluations open the data directory
@@ -22,6 +23,7 @@ from memoryd.cli.bridge import context_cmd, mcp_cmd
 from memoryd.cli.commands import (
     doctor,
     export_cmd,
+    facts,
     import_cmd,
     ingest,
     memory,
@@ -53,7 +55,18 @@ def main() -> None:
     os.umask(0o077)  # every file memoryd makes (journals, graphs, indexes, exports) is private
 
 
-for command in (serve, ingest, query, rebuild, router, memory, tiers, export_cmd, import_cmd):
+for command in (
+    serve,
+    ingest,
+    query,
+    rebuild,
+    router,
+    memory,
+    facts,
+    tiers,
+    export_cmd,
+    import_cmd,
+):
     main.add_command(command)
 main.add_command(doctor)
 main.add_command(mcp_cmd)

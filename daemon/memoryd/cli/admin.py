@@ -8,7 +8,7 @@ import click
 
 from memoryd.cli.base import config_options, domain_errors, load, setup_logging
 from memoryd.errors import ConfigError, DataDirBusyError
-from memoryd.service import data_dir_in_use
+from memoryd.files import data_dir_in_use
 from memoryd.tokens import rotate_token
 
 users_option = click.option(

@@ -360,6 +360,54 @@ _local_command(
 
 
 @click.group()
+def facts() -> None:
+    """Work on a user's facts.
+
+    \b
+    memoryd facts list --user alice          current facts, and those a later one replaced
+    memoryd facts reread --user alice        read every journaled turn again with the current
+                                             fact reader and replace the facts read before
+                                             (one change; the old facts stay in the history)
+    memoryd facts reread --user alice --undo reverse the last reread (one change)
+    """
+
+
+_user_command(
+    facts,
+    "list",
+    "Print USER's facts: current ones and those a later fact superseded (current: false).",
+    lambda memory, user: memory.list_facts(user, history=True),
+)
+
+
+@facts.command("reread")
+@config_options
+@click.option("--user", "user_id", required=True)
+@click.option("--undo", is_flag=True, help="Reverse the last reread instead.")
+@url_option
+@domain_errors
+def facts_reread(
+    config_path: Path | None,
+    data_dir: Path | None,
+    model_dir: Path | None,
+    user_id: str,
+    undo: bool,
+    url: str | None,
+) -> None:
+    """Read USER's journaled turns again with the current fact reader.
+
+    The upgrade path for a store written by an older reader: the facts it read are closed
+    (they stay in the history, `memoryd facts list` shows them) and the new reading's facts
+    are made, in one journaled change; a kill in the middle leaves the old facts current.
+    Facts an LLM derived or a client made are left alone. Prints what it did: turns read,
+    facts closed and made, and how many of those are current.
+    """
+    config = load(config_path, data_dir=data_dir, model_dir=model_dir)
+    with memory_for(config, url) as memory:
+        _echo(memory.undo_reread(user_id) if undo else memory.reread_facts(user_id))
+
+
+@click.group()
 def tiers() -> None:
     """Inspect and run a user's memory tiers (importance: with the daemon stopped).
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -204,19 +205,42 @@ def _write_out(text: str, out: Path | None) -> None:
         click.echo(f"written to {out}")
 
 
+_EVALS = Path(__file__).resolve().parents[3] / "evals"
+
+
+def _scenario_options(default: Path) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """PATH (a scenario file, ``default`` when left out), --out and --show of a scenario eval."""
+
+    def decorate(command: Callable[..., None]) -> Callable[..., None]:
+        for option in reversed(
+            [
+                click.argument(
+                    "path",
+                    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+                    default=default,
+                ),
+                click.option(
+                    "--out",
+                    type=click.Path(path_type=Path, dir_okay=False),
+                    help="Also write here.",
+                ),
+                click.option(
+                    "--show",
+                    type=click.IntRange(0),
+                    help="List only the first N misses (0: none, for a set that must stay "
+                    "unread). Default: all.",
+                ),
+            ]
+        ):
+            command = option(command)
+        return command
+
+    return decorate
+
+
 @eval_group.command("typed")
 @config_options
-@click.argument(
-    "path",
-    type=click.Path(path_type=Path, exists=True, dir_okay=False),
-    default=Path(__file__).resolve().parents[3] / "evals" / "typed" / "dev.jsonl",
-)
-@click.option("--out", type=click.Path(path_type=Path, dir_okay=False), help="Also write here.")
-@click.option(
-    "--show",
-    type=click.IntRange(0),
-    help="List only the first N misses (0: none, for a set that must stay unread). Default: all.",
-)
+@_scenario_options(_EVALS / "typed" / "dev.jsonl")
 @domain_errors
 def eval_typed(
     config_path: Path | None,
@@ -242,6 +266,80 @@ def eval_typed(
     with scratch_service(config_path, data_dir, model_dir) as service:
         report = run_typed(service, path)
     _write_out(report.format(show), out)
+
+
+@eval_group.command("updates")
+@config_options
+@_scenario_options(_EVALS / "updates" / "dev_mixed.jsonl")
+@domain_errors
+def eval_updates(
+    config_path: Path | None,
+    data_dir: Path | None,
+    model_dir: Path | None,
+    path: Path,
+    out: Path | None,
+    show: int | None,
+) -> None:
+    """Fact updates on scenarios: replaced, stale-clean and kept, per domain.
+
+    \b
+    PATH: scenarios as JSON lines (format: evals/updates/FORMAT.md; default: the dev split's
+    evals/updates/dev_mixed.jsonl; evals/updates/dev_heldout.jsonl has domains absent from the
+    reader's training). Each scenario goes into a fresh user in a temporary data directory (or
+    --data-dir); its query is asked after its turns, then:
+      replaced     the new value is in the reply's semantic section and no line from before
+                   the change carries the old one (replace scenarios)
+      stale-clean  the old value is no current fact's value (replace scenarios)
+      kept         both values are in the semantic section (keep scenarios)
+    The misses are listed after the table (--show bounds them).
+    """
+    from memoryd.eval import run_updates
+
+    with scratch_service(config_path, data_dir, model_dir) as service:
+        report = run_updates(service, path)
+    _write_out(report.format(show), out)
+
+
+@eval_group.command("reader")
+@config_options
+@click.argument(
+    "path",
+    type=click.Path(path_type=Path, exists=True),
+    default=Path(__file__).resolve().parents[3] / "models" / "fact_corpus" / "dev",
+)
+@click.option("--out", type=click.Path(path_type=Path, dir_okay=False), help="Also write here.")
+@domain_errors
+def eval_reader(
+    config_path: Path | None,
+    data_dir: Path | None,
+    model_dir: Path | None,
+    path: Path,
+    out: Path | None,
+) -> None:
+    """The fact reader on annotated lines: precision, recall and F1 per level, domain, kind
+    and attribute.
+
+    \b
+    PATH: a file of the fact corpus (single lines or change pairs) or a directory of them
+    (default: the dev split, models/fact_corpus/dev). Levels:
+      value  subject and value right
+      fact   subject, attribute and value right
+      full   subject, attribute, value and kind of statement right
+    Only facts about now count (questions, plans and other no-change mentions are left out).
+    """
+    from memoryd.encoder import Encoder
+    from memoryd.eval import run_reader
+    from memoryd.reader import FactReader
+
+    config = load(config_path, data_dir=data_dir, model_dir=model_dir)
+    encoder = Encoder(config.model_dir, threads=config.encoder.threads)
+    try:
+        reader = FactReader.load(config.model_dir)
+        reader.check_input(encoder.reads_tuned)
+        report = run_reader(encoder, reader, path)
+    finally:
+        encoder.close()
+    _write_out(report.format(), out)
 
 
 _HEAD_OPTION = click.option(

@@ -16,6 +16,7 @@ from memoryd.cli.base import open_service
 from memoryd.client import Client, daemon_url, token_for
 from memoryd.config import Config
 from memoryd.errors import DaemonUnavailableError, MemorydError
+from memoryd.files import data_dir_in_use
 from memoryd.models import TaskStatus
 from memoryd.portability import read_records
 from memoryd.schemas import (
@@ -24,6 +25,7 @@ from memoryd.schemas import (
     IngestReply,
     QueryReply,
     QueryRequest,
+    RereadReply,
     ReshuffleReply,
     RollbackReply,
     RoundReply,
@@ -32,7 +34,7 @@ from memoryd.schemas import (
     TierStatusReply,
     TurnIn,
 )
-from memoryd.service import MemoryService, data_dir_in_use
+from memoryd.service import MemoryService
 
 __all__ = ["LocalMemory", "Memory", "memory_for", "url_option"]
 
@@ -57,6 +59,10 @@ class Memory(Protocol):
     ) -> FactList: ...
 
     def list_tasks(self, user_id: str, status: Sequence[TaskStatus] | None = None) -> TaskList: ...
+
+    def reread_facts(self, user_id: str) -> RereadReply: ...
+
+    def undo_reread(self, user_id: str) -> RereadReply: ...
 
     def tiers(self, user_id: str, moves: int = 20) -> TierStatusReply: ...
 
@@ -92,6 +98,12 @@ class LocalMemory:
 
     def list_tasks(self, user_id: str, status: Sequence[TaskStatus] | None = None) -> TaskList:
         return TaskList.of(self.service.list_tasks(user_id, tuple(status or TaskStatus)))
+
+    def reread_facts(self, user_id: str) -> RereadReply:
+        return RereadReply.of(self.service.reread_facts(user_id))
+
+    def undo_reread(self, user_id: str) -> RereadReply:
+        return RereadReply.of(self.service.undo_reread(user_id))
 
     def tiers(self, user_id: str, moves: int = 20) -> TierStatusReply:
         return TierStatusReply.model_validate(self.service.tiers_status(user_id, moves))

@@ -5,8 +5,8 @@ each comes from (``{"session_3_observation": {"Caroline": [["Caroline loves art.
 Each conversation is ingested into a fresh user as :mod:`memoryd.eval.locomo` does (turn id =
 dia_id, speaker kept, so a fact's subject is the speaker who stated it); with ``with_llm`` the
 service's LLM abstraction runs for that user afterwards. Every semantic fact of the user (current
-and superseded) is rendered as a sentence (:func:`render_fact`: ``Caroline likes painting``,
-``Melanie has a sister Anna``, ``Jon does not live in Paris``).
+and superseded) is rendered as a sentence (:func:`render_fact`: ``Caroline likes: painting``,
+``Melanie sibling: Anna``, ``Jon does not live in: Paris``).
 
 Matching rule: a fact matches an observation when
 
@@ -63,23 +63,6 @@ FACT_CUES = re.compile(
 )
 _OBSERVATION_KEY = re.compile(r"^session_\d+_observation$")
 
-# relation → affirmative verb phrase; negation is derived by :func:`_negate`
-_PHRASES = {
-    "likes": "likes",
-    "dislikes": "dislikes",
-    "allergic_to": "is allergic to",
-    "has_condition": "has",
-    "lives_in": "lives in",
-    "works_as": "works as",
-    "works_at": "works at",
-    "has_skill": "is good at",
-    "owns": "owns",
-    "relationship": "is related to",
-    "takes_medication": "takes",
-    "prefers": "prefers",
-    "is": "is",
-}
-
 
 @dataclass(frozen=True)
 class Observation:
@@ -124,42 +107,10 @@ def _sessions(turn_ids: Sequence[str]) -> set[int]:
 # -- rendering -----------------------------------------------------------------------------
 
 
-def _article(noun: str) -> str:
-    if noun.lower().split(" ", 1)[0] in ("a", "an", "the", "my", "his", "her", "their"):
-        return noun
-    return f"{'an' if noun[:1].lower() in 'aeiou' else 'a'} {noun}"
-
-
-def _negate(phrase: str) -> str:
-    """ "is allergic to" → "is not allergic to", "has a sister" → "does not have a sister",
-    "lives in" → "does not live in"."""
-    verb, _, rest = phrase.partition(" ")
-    if verb == "is":
-        negated = "is not"
-    elif verb == "has":
-        negated = "does not have"
-    else:
-        negated = "does not " + (
-            verb[:-1] if verb.endswith("s") and not verb.endswith("ss") else verb
-        )
-    return f"{negated} {rest}".strip()
-
-
-def render_fact(subject: str, relation: str, obj: str, negated: bool = False) -> str:
-    """The fact as a plain sentence: ``Melanie relationship:sister Anna`` → "Melanie has a sister
-    Anna"; ``prefers:food pizza`` → "Caroline's favourite food is pizza"; negated facts read
-    "does not …" / "is not …". Relations outside the vocabulary read as their words."""
-    base, _, qualifier = relation.partition(":")
-    if base == "prefers" and qualifier:
-        return f"{subject}'s favourite {qualifier} is {'not ' if negated else ''}{obj}"
-    if base in ("relationship", "owns") and qualifier:
-        phrase = f"has {_article(qualifier)}"
-    elif base == "works_as":
-        phrase, obj = _PHRASES[base], _article(obj)
-    else:
-        words = _PHRASES.get(base, base.replace("_", " "))
-        phrase = f"{words} {qualifier}".strip()
-    return f"{subject} {_negate(phrase) if negated else phrase} {obj}"
+def render_fact(fact: Fact) -> str:
+    """The fact as a plain sentence: its subject, attribute and value, "Melanie sibling: Anna",
+    "Caroline does not like: horror films" (the words of the reply's line)."""
+    return f"{fact.subject} {fact.statement}"
 
 
 def _rendered(fact: Fact) -> RenderedFact:
@@ -167,7 +118,7 @@ def _rendered(fact: Fact) -> RenderedFact:
         id=fact.id,
         subject=fact.subject,
         relation=fact.relation,
-        sentence=render_fact(fact.subject, fact.relation, fact.object.name, fact.negated),
+        sentence=render_fact(fact),
         sources=tuple(fact.sources or [fact.turn_id]),
         origin=fact.origin.value,
         parse=fact.parse.value,

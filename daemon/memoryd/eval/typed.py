@@ -24,7 +24,7 @@ import json
 import re
 import sys
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -39,7 +39,19 @@ from memoryd.models import Fact, MemoryType, Role, Rule, Task
 from memoryd.retrieve import QueryParams, render_line
 from memoryd.service import MemoryService
 
-__all__ = ["Scenario", "TypedReport", "load_scenarios", "run_typed"]
+__all__ = [
+    "Scenario",
+    "TypedReport",
+    "cell",
+    "holds",
+    "load_scenarios",
+    "run_typed",
+    "scenario_lines",
+    "stale_clean",
+    "time_of",
+    "turn_of",
+    "words_of",
+]
 
 QUERY_K = 10
 _TYPES = {t.value: t for t in MemoryType}
@@ -69,7 +81,7 @@ class Scenario:
 # -- input -------------------------------------------------------------------------------------
 
 
-def _words(raw: object, where: str) -> list[str]:
+def words_of(raw: object, where: str) -> list[str]:
     if isinstance(raw, str):
         raw = [raw]
     if not isinstance(raw, list) or not raw or not all(isinstance(w, str) and w for w in raw):
@@ -77,7 +89,7 @@ def _words(raw: object, where: str) -> list[str]:
     return [w.lower() for w in raw]
 
 
-def _time(raw: object, where: str) -> datetime:
+def time_of(raw: object, where: str) -> datetime:
     if not isinstance(raw, str):
         raise InvalidInputError(f"{where}: 'ts' must be an ISO 8601 string")
     try:
@@ -89,14 +101,16 @@ def _time(raw: object, where: str) -> datetime:
     return ts
 
 
-def _turn(raw: Any, where: str) -> NewTurn:
+def turn_of(raw: Any, where: str, turn_id: str | None = None) -> NewTurn:
     if not isinstance(raw, dict) or not isinstance(raw.get("text"), str):
         raise InvalidInputError(f"{where}: a turn needs 'text'")
     try:
         role = Role(raw.get("role", "user"))
     except ValueError:
         raise InvalidInputError(f"{where}: unknown role {raw.get('role')!r}") from None
-    return NewTurn(str(raw.get("session", "s1")), role, raw["text"], _time(raw.get("ts"), where))
+    session = str(raw.get("session", "s1"))
+    ts = time_of(raw.get("ts"), where)
+    return NewTurn(session, role, raw["text"], ts, turn_id=turn_id)
 
 
 def _query(raw: Any, where: str) -> Query:
@@ -106,14 +120,14 @@ def _query(raw: Any, where: str) -> Query:
     for name, items in (raw.get("expect") or {}).items():
         if name not in _TYPES:
             raise InvalidInputError(f"{where}: unknown memory type {name!r} in 'expect'")
-        expect[_TYPES[name]] = [_words(i, f"{where} expect.{name}") for i in items]
-    return Query(raw["text"], _time(raw.get("ts"), where).astimezone(UTC), expect)
+        expect[_TYPES[name]] = [words_of(i, f"{where} expect.{name}") for i in items]
+    return Query(raw["text"], time_of(raw.get("ts"), where).astimezone(UTC), expect)
 
 
 def _scenario(data: Any, where: str, line: int) -> Scenario:
     if not isinstance(data, dict) or not isinstance(data.get("id"), str):
         raise InvalidInputError(f"{where}: expected a JSON object with an 'id'")
-    turns = [_turn(t, f"{where} turns[{i}]") for i, t in enumerate(data.get("turns") or [])]
+    turns = [turn_of(t, f"{where} turns[{i}]") for i, t in enumerate(data.get("turns") or [])]
     if not turns:
         raise InvalidInputError(f"{where}: no turns")
     queries = [_query(q, f"{where} queries[{i}]") for i, q in enumerate(data.get("queries") or [])]
@@ -121,7 +135,7 @@ def _scenario(data: Any, where: str, line: int) -> Scenario:
     unknown = set(structure) - set(_KINDS)
     if unknown:
         raise InvalidInputError(f"{where}: unknown structure kinds {sorted(unknown)}")
-    stale = [_words(s, f"{where} stale") for s in data.get("stale") or []]
+    stale = [words_of(s, f"{where} stale") for s in data.get("stale") or []]
     return Scenario(
         data["id"],
         str(data.get("domain", "other")),
@@ -133,13 +147,13 @@ def _scenario(data: Any, where: str, line: int) -> Scenario:
     )
 
 
-def load_scenarios(path: Path) -> list[Scenario]:
-    """Read a scenario file (blank lines skipped); a bad line raises an
-    :class:`InvalidInputError` naming it."""
+def scenario_lines(path: Path) -> Iterator[tuple[str, int, Any]]:
+    """``(where, line number, JSON value)`` of each non-blank line of a scenario file; a missing
+    file, a line that is not JSON or a file with none is an :class:`InvalidInputError`."""
     path = Path(path)
     if not path.is_file():
         raise InvalidInputError(f"{path}: no such file")
-    out = []
+    found = False
     for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if raw.strip():
             where = f"{path}:{number}"
@@ -147,10 +161,16 @@ def load_scenarios(path: Path) -> list[Scenario]:
                 data = json.loads(raw)
             except json.JSONDecodeError as exc:
                 raise InvalidInputError(f"{where}: not JSON ({exc.msg})") from exc
-            out.append(_scenario(data, where, number))
-    if not out:
+            found = True
+            yield where, number, data
+    if not found:
         raise InvalidInputError(f"{path}: no scenarios")
-    return out
+
+
+def load_scenarios(path: Path) -> list[Scenario]:
+    """Read a scenario file (blank lines skipped); a bad line raises an
+    :class:`InvalidInputError` naming it."""
+    return [_scenario(data, where, number) for where, number, data in scenario_lines(path)]
 
 
 # -- checks ------------------------------------------------------------------------------------
@@ -160,16 +180,15 @@ def _norm(text: str) -> str:
     return " ".join(text.replace("\u2019", "'").lower().split())
 
 
-def _holds(line: str, words: Sequence[str]) -> bool:
+def holds(line: str, words: Sequence[str]) -> bool:
     line = _norm(line)
     return all(_norm(w) in line for w in words)
 
 
 def fact_line(fact: Fact) -> str:
-    negation = "not " if fact.negated else ""
-    return (
-        f"{fact.subject} {negation}{fact.relation.replace('_', ' ')} {fact.object.name} {fact.text}"
-    )
+    """What a fact check reads: subject, attribute and value (the reply's words), the
+    attribute's name and the source sentence."""
+    return f"{fact.subject} {fact.statement} {fact.relation.replace('_', ' ')} {fact.text}"
 
 
 def _fact_check(check: dict[str, Any], facts: list[Fact]) -> bool:
@@ -178,7 +197,7 @@ def _fact_check(check: dict[str, Any], facts: list[Fact]) -> bool:
     return any(
         f.valid_to is None
         and (negated is None or f.negated == bool(negated))
-        and _holds(fact_line(f), words)
+        and holds(fact_line(f), words)
         for f in facts
     )
 
@@ -188,7 +207,7 @@ def _rule_check(check: dict[str, Any], rules: list[Rule]) -> bool:
     for rule in rules:
         actions = [a for acts in rule.branches.values() for a in acts] + rule.actions
         conditions = " ; ".join(rule.conditions) or rule.title
-        if _holds(conditions, trigger) and _holds(" ; ".join(actions) or rule.text, action):
+        if holds(conditions, trigger) and holds(" ; ".join(actions) or rule.text, action):
             return True
     return False
 
@@ -196,16 +215,16 @@ def _rule_check(check: dict[str, Any], rules: list[Rule]) -> bool:
 def _task_check(check: dict[str, Any], tasks: list[Task]) -> bool:
     words, status, due = check.get("words") or [], check.get("status"), check.get("due")
     return any(
-        _holds(t.title, words)
+        holds(t.title, words)
         and (status is None or t.status.value == status)
         and (due is None or (t.due is not None and t.due.date().isoformat() == due))
         for t in tasks
     )
 
 
-def _stale_clean(words: Sequence[str], facts: list[Fact]) -> bool:
+def stale_clean(words: Sequence[str], facts: list[Fact]) -> bool:
     return not any(
-        f.valid_to is None and not f.negated and _holds(f.object.name, words) for f in facts
+        f.valid_to is None and not f.negated and holds(f.object.name, words) for f in facts
     )
 
 
@@ -250,7 +269,7 @@ def score_scenario(service: MemoryService, scenario: Scenario) -> ScenarioResult
         for mtype, items in query.expect.items():
             lines = [render_line(i) for i in result.section(mtype)]
             for words in items:
-                ok = any(_holds(line, words) for line in lines)
+                ok = any(holds(line, words) for line in lines)
                 surfaced.add(mtype.value, ok)
                 if not ok:
                     misses.append(f"surfaced {mtype.value} {words} for {query.text!r}")
@@ -270,7 +289,7 @@ def score_scenario(service: MemoryService, scenario: Scenario) -> ScenarioResult
             if not ok:
                 misses.append(f"structure {kind} {json.dumps(check)}")
     for words in scenario.stale:
-        ok = _stale_clean(words, facts)
+        ok = stale_clean(words, facts)
         stale.add("facts", ok)
         if not ok:
             misses.append(f"stale {words} is still a current fact")
@@ -303,7 +322,7 @@ class TypedReport:
         for domain in [*domains, None]:
             keep = [r for r in self.results if domain is None or r.scenario.domain == domain]
             cells = [
-                _cell(self._merged(p, keep).overall()) for p in ("surfaced", "structure", "stale")
+                cell(self._merged(p, keep).overall()) for p in ("surfaced", "structure", "stale")
             ]
             name = domain or "ALL"
             lines.append(f"{name[:24]:24} {len(keep):4d} " + " ".join(f"{c:>14}" for c in cells))
@@ -317,8 +336,8 @@ class TypedReport:
             ("facts", "rules", "tasks", ""),
             strict=True,
         ):
-            s = _cell((surfaced.hits.get(mtype, 0), surfaced.totals.get(mtype, 0)))
-            t = _cell((structure.hits.get(kind, 0), structure.totals.get(kind, 0)))
+            s = cell((surfaced.hits.get(mtype, 0), surfaced.totals.get(mtype, 0)))
+            t = cell((structure.hits.get(kind, 0), structure.totals.get(kind, 0)))
             lines.append(f"{mtype + (f' ({kind})' if kind else ''):24} {s:>14} {t:>14}")
         misses = [(r.scenario.id, m) for r in self.results for m in r.misses]
         if misses:
@@ -328,7 +347,8 @@ class TypedReport:
         return "\n".join(lines)
 
 
-def _cell(counts: tuple[int, int]) -> str:
+def cell(counts: tuple[int, int]) -> str:
+    """``0.75 (3/4)``; ``-`` for nothing counted."""
     hits, total = counts
     return f"{hits / total:.2f} ({hits}/{total})" if total else "-"
 

@@ -129,6 +129,17 @@ Reply with a JSON object only: {"scores": [{"n": 1, "importance": 7}, ...]}, one
 memory, using the numbers given."""
 
 
+def _integer(least: int, most: int) -> dict[str, Any]:
+    """An integer in ``[least, most]``, its values listed: llama.cpp's grammar enforces an
+    ``enum`` but not ``minimum``/``maximum`` (Gemma 270M answered an importance of 15)."""
+    return {
+        "type": "integer",
+        "minimum": least,
+        "maximum": most,
+        "enum": list(range(least, most + 1)),
+    }
+
+
 def importance_schema(count: int) -> dict[str, Any]:
     return {
         "type": "object",
@@ -140,8 +151,8 @@ def importance_schema(count: int) -> dict[str, Any]:
                 "items": {
                     "type": "object",
                     "properties": {
-                        "n": {"type": "integer", "minimum": 1, "maximum": count},
-                        "importance": {"type": "integer", "minimum": 1, "maximum": 10},
+                        "n": _integer(1, count),
+                        "importance": _integer(1, 10),
                     },
                     "required": ["n", "importance"],
                     "additionalProperties": False,

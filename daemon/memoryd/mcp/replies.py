@@ -110,7 +110,9 @@ class Recalled(Scoped, QueryReply):
 
 class Facts(Scoped, FactList):
     def render(self) -> str:
-        lines = [f"{one_memory(f)}" + ("" if f.current else " (superseded)") for f in self.facts]
+        lines = [
+            f"[{f.id}] {_line(f.line)}" + ("" if f.current else " (superseded)") for f in self.facts
+        ]
         return _listing(f"{len(self.facts)} facts", lines)
 
 

@@ -6,9 +6,9 @@ Everything here is a function of its inputs: records in, records out. Storage is
 """
 
 from memoryd.memory.abstract import MAX_BATCH, abstract_facts, abstract_rules
-from memoryd.memory.build import EVIDENCE_RELATIONS, build_memories, build_reports
+from memoryd.memory.build import HEALTH_ATTRIBUTES, build_memories, build_reports, fact_values
 from memoryd.memory.changes import api_task, expired, reopen_fact, transition, with_feedback
-from memoryd.memory.consolidate import BatchView, consolidate
+from memoryd.memory.consolidate import BatchView, MemoryView, StagedView, consolidate
 from memoryd.memory.entities import EntityResolver
 from memoryd.memory.extract import (
     canonical_name,
@@ -20,10 +20,12 @@ from memoryd.memory.extract import (
 from memoryd.memory.timeparse import TimeMention, find_times, parse_timestamp
 
 __all__ = [
-    "EVIDENCE_RELATIONS",
+    "HEALTH_ATTRIBUTES",
     "MAX_BATCH",
     "BatchView",
     "EntityResolver",
+    "MemoryView",
+    "StagedView",
     "TimeMention",
     "abstract_facts",
     "abstract_rules",
@@ -35,6 +37,7 @@ __all__ = [
     "entity_id",
     "expired",
     "extract",
+    "fact_values",
     "find_times",
     "is_health_related",
     "parse_timestamp",

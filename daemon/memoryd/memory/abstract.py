@@ -5,12 +5,13 @@ only implied or phrased unusually. These two operators run in the background ove
 episodes (at most :data:`MAX_BATCH`) and ask an LLM for what the batch says in general:
 
 - **A_sem** (:func:`abstract_facts`): stable facts about the speakers (preferences, health
-  conditions, allergies, medication, home, work, skills, possessions, relatives) as
-  :class:`Fact` records ``speaker -[relation]-> object`` over the extractor's RELATIONS;
+  conditions, allergies, medication, home, work, hobbies, relatives) as :class:`Fact` records
+  ``speaker -[attribute]-> object`` over the attributes of the fact inventory
+  (``models/fact_inventory.json``, :class:`memoryd.reader.Slots`), as the reader reads them;
 - **A_proc** (:func:`abstract_rules`): reusable if/then rules, habits and procedures as
   :class:`Rule` records.
 
-Both send one prompt whose answer is constrained by a JSON schema (:data:`SEM_SCHEMA`,
+Both send one prompt whose answer is constrained by a JSON schema (:func:`sem_schema`,
 :data:`PROC_SCHEMA`: enums for closed sets, bounded strings and arrays, so that a tiny model can
 fill them in). Each item names the episode it comes from by its number in the prompt (1-based).
 The answer is then normalised: items that do not fit the item schema, name an episode outside
@@ -24,7 +25,7 @@ importance (``build.importance``).
 
 Ids are hashes of the source episode and the record's content, never of the answer's order::
 
-    fact: memory_id("fact", "asem:<episode id>", "fact", "<relation>|<object entity id>|<negated>")
+    fact: memory_id("fact", "asem:<episode id>", "fact", "<attribute>|<object entity id>|<negated>")
     rule: memory_id("rule", "aproc:<episode id>", "rule", "<conditions> => <actions>")
     node: memory_id("rn", <rule id>, "rule_node", <ord>)
 
@@ -50,11 +51,10 @@ from typing import Any
 from memoryd.errors import LLMOutputError
 from memoryd.llm import LLM, Prompt, schema_problem
 from memoryd.memory.build import importance, memory_id
-from memoryd.memory.extract import RELATIONS, entity_id
+from memoryd.memory.extract import entity_id
 from memoryd.models import (
     OTHERWISE,
     Entity,
-    EntityType,
     Episode,
     Fact,
     Header,
@@ -63,17 +63,18 @@ from memoryd.models import (
     RuleNode,
     RuleNodeKind,
 )
+from memoryd.reader import Slots
 
 __all__ = [
     "CONFIDENCE",
     "MAX_BATCH",
     "MAX_EPISODE_CHARS",
     "PROC_SCHEMA",
-    "SEM_SCHEMA",
     "abstract_facts",
     "abstract_rules",
     "proc_prompt",
     "sem_prompt",
+    "sem_schema",
 ]
 
 log = logging.getLogger(__name__)
@@ -95,8 +96,6 @@ VAGUE_OBJECTS = frozenset(
     "something someone somebody anything anyone everything nothing stuff thing things there "
     "here none n/a na null unknown user speaker".split()
 )
-# Qualifier answers that mean "no qualifier".
-EMPTY_QUALIFIERS = frozenset({"none", "n/a", "na", "null", "-", "no"})
 _LEADING_IF = re.compile(r"^(?:if|when|whenever)\b\s*", re.IGNORECASE)
 _LEADING_THEN = re.compile(r"^(?:and )?then\b\s*", re.IGNORECASE)
 _OUTER_PUNCTUATION = " \t.,;:!?\"'`"
@@ -137,17 +136,20 @@ def _item_schema(properties: dict[str, Any]) -> dict[str, Any]:
 # The episode number is an enum, not an integer range: llama.cpp's grammar enforces enums but
 # ignores minimum/maximum, and one bad number must not fail the whole answer's validation.
 _EPISODE = {"enum": list(range(1, MAX_BATCH + 1))}
-_FACT_ITEM = _item_schema(
-    {
-        "episode": _EPISODE,
-        "relation": {"enum": list(RELATIONS)},
-        "qualifier": _string(20, min_length=0),
-        "object": _string(60),
-        "object_type": {"enum": [t.value for t in EntityType]},
-        "negated": {"type": "boolean"},
-        "confidence": {"enum": list(CONFIDENCE)},
-    }
-)
+
+
+def _fact_item(attributes: Sequence[str]) -> dict[str, Any]:
+    return _item_schema(
+        {
+            "episode": _EPISODE,
+            "attribute": {"enum": list(attributes)},
+            "object": _string(60),
+            "negated": {"type": "boolean"},
+            "confidence": {"enum": list(CONFIDENCE)},
+        }
+    )
+
+
 _RULE_ITEM = _item_schema(
     {
         "episode": _EPISODE,
@@ -157,7 +159,13 @@ _RULE_ITEM = _item_schema(
         "tags": _strings(20, 0, 3),
     }
 )
-SEM_SCHEMA: dict[str, Any] = _answer_schema("facts", _FACT_ITEM, 8)
+
+
+def sem_schema(slots: Slots) -> dict[str, Any]:
+    """The A_sem answer's schema: each fact's attribute one of the inventory's."""
+    return _answer_schema("facts", _fact_item(slots.inventory.names), 8)
+
+
 PROC_SCHEMA: dict[str, Any] = _answer_schema("rules", _RULE_ITEM, 4)
 
 # Each prompt ends with one worked example. A small model sometimes copies it into its answer
@@ -166,10 +174,10 @@ _EXAMPLE_DATE = "2023-04-02"
 _SEM_EXAMPLE_LINE = "Ana: My brother Luis and I live in Porto now."
 _SEM_EXAMPLE: dict[str, Any] = {
     "facts": [
-        {"episode": 1, "relation": "lives_in", "qualifier": "", "object": "Porto",
-         "object_type": "place", "negated": False, "confidence": "high"},
-        {"episode": 1, "relation": "relationship", "qualifier": "brother", "object": "Luis",
-         "object_type": "person", "negated": False, "confidence": "high"},
+        {"episode": 1, "attribute": "home_city", "object": "Porto", "negated": False,
+         "confidence": "high"},
+        {"episode": 1, "attribute": "sibling", "object": "Luis", "negated": False,
+         "confidence": "high"},
     ]
 }  # fmt: skip
 _PROC_EXAMPLE_LINE = "Ana: When it rains I take the bus to work, otherwise I cycle."
@@ -184,24 +192,21 @@ _PROC_EXAMPLE_PHRASES = frozenset(
     t.lower() for r in _PROC_EXAMPLE["rules"] for t in r["conditions"] + r["actions"]
 )
 
-_SEM_SYSTEM = f"""\
+_SEM_SYSTEM = """\
 Below are numbered lines from a person's chat history. List the lasting facts they give about \
 the speaker: likes and dislikes, preferences, illnesses and diagnoses, allergies, medicines \
-taken, where they live, their job and employer, skills, things they own, their relatives and \
-partner. A fact may be said outright or be plain from the line.
+taken, where they live, their job and employer, hobbies, their relatives and partner. A fact \
+may be said outright or be plain from the line.
 Leave out one-time events, plans, "what if" talk, questions, and anything about other people \
 except who the speaker's relatives are.
-Fields: "episode" is the line number. "relation" is one of: likes, dislikes, allergic_to, \
-has_condition, lives_in, works_as (job), works_at (employer), has_skill, owns, relationship \
-(a relative or partner), takes_medication, prefers, is (a trait). "qualifier" narrows the \
-relation in one word (the kind of relative, the kind of thing owned or preferred), else "". \
-"object" is the thing, place or person, in a few words. "negated" is true when the line denies \
-the fact ("I don't eat meat" is likes meat, negated).
+Fields: "episode" is the line number. "attribute" is one of: {attributes}. "object" is the \
+value: the thing, place or person, in a few words. "negated" is true when the line denies the \
+fact ("I don't eat meat" is diet meat, negated).
 Reply with a JSON object only; with no lasting fact, reply {{"facts": []}}.
 
 Example:
-[1] {_EXAMPLE_DATE} {_SEM_EXAMPLE_LINE}
-{json.dumps(_SEM_EXAMPLE)}"""
+[1] {date} {line}
+{example}"""
 
 _PROC_SYSTEM = f"""\
 Below are numbered lines from a person's chat history. List the rules the speaker follows or \
@@ -217,9 +222,15 @@ Example:
 {json.dumps(_PROC_EXAMPLE)}"""
 
 
-def sem_prompt(episodes: Sequence[Episode]) -> Prompt:
-    """The A_sem prompt for a batch of 1..MAX_BATCH episodes (answer: :data:`SEM_SCHEMA`)."""
-    return Prompt(system=_SEM_SYSTEM, user=_batch_text(episodes))
+def sem_prompt(episodes: Sequence[Episode], slots: Slots) -> Prompt:
+    """The A_sem prompt for a batch of 1..MAX_BATCH episodes (answer: :func:`sem_schema`)."""
+    system = _SEM_SYSTEM.format(
+        attributes=", ".join(slots.inventory.names),
+        date=_EXAMPLE_DATE,
+        line=_SEM_EXAMPLE_LINE,
+        example=json.dumps(_SEM_EXAMPLE),
+    )
+    return Prompt(system=system, user=_batch_text(episodes))
 
 
 def proc_prompt(episodes: Sequence[Episode]) -> Prompt:
@@ -227,7 +238,9 @@ def proc_prompt(episodes: Sequence[Episode]) -> Prompt:
     return Prompt(system=_PROC_SYSTEM, user=_batch_text(episodes))
 
 
-def abstract_facts(llm: LLM, episodes: Sequence[Episode], *, timeout: float | None) -> list[Fact]:
+def abstract_facts(
+    llm: LLM, episodes: Sequence[Episode], slots: Slots, *, timeout: float | None
+) -> list[Fact]:
     """A_sem: the lasting facts ``llm`` finds in ``episodes`` (see the module docstring).
 
     An empty batch gives [] without a call. Raises ValueError for more than MAX_BATCH episodes,
@@ -235,11 +248,13 @@ def abstract_facts(llm: LLM, episodes: Sequence[Episode], *, timeout: float | No
     """
     if not episodes:
         return []
-    answer = llm.generate_json(sem_prompt(episodes), SEM_SCHEMA, timeout=timeout)
+    schema = sem_schema(slots)
+    answer = llm.generate_json(sem_prompt(episodes, slots), schema, timeout=timeout)
+    item_schema = schema["properties"]["facts"]["items"]
     facts: dict[tuple[str, str, str, bool], Fact] = {}
     for item in _items(llm.name, answer, "facts"):
-        episode = _episode_of(item, _FACT_ITEM, episodes, "A_sem")
-        fact = None if episode is None else _fact(item, episode)
+        episode = _episode_of(item, item_schema, episodes, "A_sem")
+        fact = None if episode is None else _fact(item, episode, slots)
         if fact is None:
             continue
         key = (fact.subject, fact.relation, fact.object.id, fact.negated)
@@ -336,7 +351,7 @@ def _episode_of(
     return episodes[number - 1]
 
 
-def _fact(item: dict[str, Any], episode: Episode) -> Fact | None:
+def _fact(item: dict[str, Any], episode: Episode, slots: Slots) -> Fact | None:
     name = " ".join(item["object"].split()).strip(_OUTER_PUNCTUATION)
     if not name or name.lower() in VAGUE_OBJECTS:
         _drop("A_sem", item, "vague object")
@@ -344,11 +359,8 @@ def _fact(item: dict[str, Any], episode: Episode) -> Fact | None:
     if _echoes([name], _SEM_EXAMPLE_OBJECTS, episode):
         _drop("A_sem", item, "repeats the prompt's example")
         return None
-    qualifier = "_".join(item["qualifier"].lower().split()).strip(_OUTER_PUNCTUATION)
-    if qualifier in EMPTY_QUALIFIERS or qualifier == item["relation"]:
-        qualifier = ""
-    relation = f"{item['relation']}:{qualifier}" if qualifier else item["relation"]
-    object_type = EntityType(item["object_type"])
+    relation = item["attribute"]
+    object_type = slots.value_type(relation)
     entity = Entity(entity_id(name, object_type), name, object_type)
     negated = bool(item["negated"])
     return Fact(
@@ -363,6 +375,7 @@ def _fact(item: dict[str, Any], episode: Episode) -> Fact | None:
         negated=negated,
         sources=[episode.turn_id],
         origin=Origin.LLM,
+        label=slots.label(relation, negated),
     )
 
 

@@ -9,30 +9,32 @@ The router's labels pick the record types; the extraction fills them::
   chat turn with more than ``KEEP_FRAGMENT_WORDS`` content words, when it keeps an Episode;
   next to another label ``fragmented`` is ignored, and a turn with no label is treated as
   episodic;
-- ``episodic`` gives one :class:`Episode`; ``semantic`` one :class:`Fact` per fact candidate
-  (user and log turns only: an assistant's "I" is not the user); ``procedural`` one
-  :class:`Rule` per rule candidate; ``working`` one :class:`Task` per to-do (user and log
-  turns: an assistant's "reminder set" confirms one) and one per reported completion or
-  cancellation (matching it to an open task is the working-memory store's job);
+- ``episodic`` gives one :class:`Episode`; ``procedural`` one :class:`Rule` per rule candidate;
+  ``working`` one :class:`Task` per to-do (user and log turns: an assistant's "reminder set"
+  confirms one) and one per reported completion or cancellation (matching it to an open task
+  is the working-memory store's job);
+- facts come from the fact reader (:mod:`memoryd.reader`), whatever the label: each fact a user
+  or log turn states about now (not a question, a hypothetical, a plan, someone else's opinion
+  or a past period) is one :class:`Fact`, an ending stored already closed; an assistant's turn
+  states none (its "I" is not the user);
 - the type follows the label: when a label's patterns find nothing, the clause readers
-  (:mod:`memoryd.memory.extract.clause_facts`, :mod:`memoryd.memory.extract.clauses`) build it
-  from the clause (``parse: clause``) or keep the sentence (``parse: generic``); such a record
-  keeps the turn's Episode beside it (it may say less than the turn, and the timeline stays
-  whole), and a label that still yields nothing
+  (:mod:`memoryd.memory.extract.clauses`) build the rule or task from the clause
+  (``parse: clause``) or keep the sentence (``parse: generic``); such a record keeps the turn's
+  Episode beside it (it may say less than the turn, and the timeline stays whole), a
+  ``semantic`` label with no fact keeps the Episode, and a label that still yields nothing
   (an assistant's "Will do!") yields an Episode, so every kept turn has at least one
   searchable record, and no turn has more than one Episode;
-- strong extractor evidence adds its label to the router's (:func:`evidence_labels`): a health
-  fact (allergy, condition, injury, medication) is kept as semantic; a health to-do ("take
-  omeprazole 30 min before dinner"), a reported health action ("I took aspirin") and a user's
-  explicit report that something is done ("done, cancelled the broadband", "that one's
-  done") and a reminder asked for with its time ("remind me on June 28 to…") as working; a
-  health rule ("if I take an NSAID with aspirin, check the bleeding risk") as procedural;
-  whatever the classifier said, because forgetting them can hurt the user and these
-  patterns are precise. The turn's journaled labels stay the router's.
+- strong evidence adds its label to the router's (:func:`evidence_labels`): a health fact
+  (allergy, condition, medication) is kept as semantic; a health to-do ("take omeprazole 30
+  min before dinner"), a reported health action ("I took aspirin") and a user's explicit report
+  that something is done ("done, cancelled the broadband", "that one's done") and a reminder
+  asked for with its time ("remind me on June 28 to…") as working; a health rule ("if I take an
+  NSAID with aspirin, check the bleeding risk") as procedural; whatever the classifier said,
+  because forgetting them can hurt the user. The turn's journaled labels stay the router's.
 
-A fact's subject is the turn's speaker when the client names one (two-person logs such as
-LoCoMo), else "user"; a candidate's qualifier joins its relation ("relationship:sister",
-"prefers:food", "owns:dog"), so that a later fact with the same relation string replaces it.
+A fact about the speaker has the turn's speaker as subject when the client names one
+(two-person logs such as LoCoMo), else "user"; a fact about someone or something else has them
+(:func:`memoryd.reader.subject_name`: "my sister Aoife" → "Aoife").
 
 Ids are a hash of (turn id, kind, index): rebuilding from the journal recreates the same ids.
 """
@@ -41,6 +43,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 from datetime import UTC
 
 from memoryd.memory.consolidate import REPORT_ONLY
@@ -48,21 +51,21 @@ from memoryd.memory.extract import (
     REQUEST_MARK,
     Completion,
     Extraction,
-    FactCandidate,
     RuleCandidate,
     TaskCandidate,
     asks,
     clause_completions,
-    clause_facts,
     clause_rules,
     clause_tasks,
     entity_id,
     is_health_related,
     reports_done,
+    split_sentences,
     with_referent,
 )
 from memoryd.models import (
     Entity,
+    EntityType,
     Episode,
     Fact,
     Header,
@@ -81,9 +84,18 @@ from memoryd.models import (
     Turn,
     memory_type,
 )
+from memoryd.reader import READ_KINDS, ReadFact, Slots, subject_name
 from memoryd.text import content_tokens
 
-__all__ = ["build_memories", "build_reports", "evidence_labels", "importance", "memory_id"]
+__all__ = [
+    "HEALTH_ATTRIBUTES",
+    "build_memories",
+    "build_reports",
+    "evidence_labels",
+    "fact_values",
+    "importance",
+    "memory_id",
+]
 
 # importance() = base by type + bonuses − penalty, clamped to [1, 10]. Standing knowledge (facts,
 # rules) outranks a passing event; health and safety weigh most because forgetting them can hurt
@@ -113,7 +125,12 @@ REPORT_WORDS = 16
 but a report that must share two words with an open task may say more ("posted the virgin hub
 back at the post office")."""
 
-EVIDENCE_RELATIONS = frozenset({"allergic_to", "has_condition", "takes_medication"})
+WHOLE_PARSES = frozenset({Parse.PATTERN, Parse.READER})
+"""A record read whole (a fact the reader read, a rule or task a pattern read) needs no Episode
+beside it for its label; one read from the clause or kept as the sentence does."""
+HEALTH_ATTRIBUTES = frozenset({"allergy", "condition", "medication"})
+"""Attributes whose facts are kept as semantic whatever the router said, and make the health
+profile of a health query."""
 
 _FIRST_PERSON = re.compile(r"(?<![\w'])(?:I|I'm|I've|my|me|mine)(?![\w'])", re.IGNORECASE)
 _ROLE_RANK = {"subject": 0, "object": 1, "mention": 2}
@@ -125,11 +142,11 @@ def memory_id(prefix: str, turn_id: str, kind: str, index: int | str) -> str:
     return f"{prefix}_{digest[:16]}"
 
 
-def evidence_labels(turn: Turn, extraction: Extraction) -> set[Label]:
-    """Labels the extraction proves on its own (see the module docstring)."""
+def evidence_labels(turn: Turn, extraction: Extraction, facts: Sequence[ReadFact]) -> set[Label]:
+    """Labels the extraction and the reader prove on their own (see the module docstring)."""
     labels = set()
     if turn.role is not Role.ASSISTANT and any(
-        f.relation in EVIDENCE_RELATIONS for f in extraction.facts
+        f.attribute in HEALTH_ATTRIBUTES and f.kind in READ_KINDS for f in facts
     ):
         labels.add(Label.SEMANTIC)
     if any(is_health_related(c.action) for c in extraction.completions) or any(
@@ -146,23 +163,26 @@ def evidence_labels(turn: Turn, extraction: Extraction) -> set[Label]:
     return labels
 
 
-def build_memories(turn: Turn, extraction: Extraction) -> list[Memory]:
-    """The typed records for one turn, Episode first; each carries its importance header."""
-    evidence = evidence_labels(turn, extraction)
+def build_memories(
+    turn: Turn, extraction: Extraction, facts: Sequence[ReadFact], slots: Slots
+) -> list[Memory]:
+    """The typed records for one turn, Episode first; each carries its importance header.
+    ``facts`` are what the reader read of the turn."""
+    evidence = evidence_labels(turn, extraction, facts)
     labels = (set(turn.labels) | evidence) - {Label.FRAGMENTED}
+    stated = _facts(turn, facts, slots)
     if not labels and Label.FRAGMENTED in turn.labels:
         if turn.role is Role.LOG or len(content_tokens(turn.text)) <= KEEP_FRAGMENT_WORDS:
-            return []
+            return _with_importance(stated)
         episode = _episode(turn, extraction)  # "Wow, love that painting! Did you make it?"
-        episode.header = Header(importance=importance(episode))
-        return [episode]
+        return _with_importance([episode, *stated])
     done = _completions(turn, extraction, labels)
     by_label: dict[Label, list[Memory]] = {
-        Label.SEMANTIC: _facts(turn, _fact_candidates(turn, extraction, labels)),
+        Label.SEMANTIC: stated,
         Label.PROCEDURAL: _rules(turn, _rule_candidates(turn, extraction, labels)),
         Label.WORKING: _tasks(turn, _task_candidates(turn, extraction, labels, done), done),
     }
-    typed = [  # facts come only as the label allows (_fact_candidates)
+    typed = [  # facts come whatever the label: the reader decides what a turn states
         m
         for label, found in by_label.items()
         if label in labels or label is Label.SEMANTIC
@@ -172,13 +192,21 @@ def build_memories(turn: Turn, extraction: Extraction) -> list[Memory]:
         not labels
         or Label.EPISODIC in labels
         or any(not by_label[label] for label in labels - {Label.EPISODIC})
-        or any(getattr(m, "parse", Parse.PATTERN) is not Parse.PATTERN for m in typed)
+        or any(getattr(m, "parse", Parse.PATTERN) not in WHOLE_PARSES for m in typed)
     )
     records: list[Memory] = [_episode(turn, extraction)] if wants_episode else []
-    records += typed
+    return _with_importance(records + typed)
+
+
+def _with_importance(records: list[Memory]) -> list[Memory]:
     for record in records:
         record.header = Header(importance=importance(record))
     return records
+
+
+def fact_values(facts: Sequence[ReadFact], slots: Slots) -> list[tuple[str, EntityType, int]]:
+    """The reader's values as typed mentions for :func:`memoryd.memory.extract.extract`."""
+    return [(f.value, slots.value_type(f.attribute), f.start) for f in facts]
 
 
 def importance(memory: Memory) -> float:
@@ -231,35 +259,6 @@ def _mentions(extraction: Extraction) -> list[Mention]:
     return list(best.values())
 
 
-def _fact_candidates(turn: Turn, extraction: Extraction, labels: set[Label]) -> list[FactCandidate]:
-    """For a turn labelled semantic, the pattern facts and the clause reading of the sentences
-    no pattern read (as a fact, rule, to-do or done action). A user's turn routed to a rule or
-    a to-do keeps the facts its patterns and clauses read beside the request ("my landlord is
-    Foxtons. Remind me to email them"): the router gives a long turn the label of its request,
-    and the fact would be lost. Any other user or log turn gets only the facts that change a
-    current value ("standups moving to 10:00", "switched to the gym in Newtown", "I'm not a
-    teacher anymore"): left out, the old value would stay current. A log line's app name
-    before its colon is no thing of the user, so a log line never gets more."""
-    if turn.role is Role.ASSISTANT:
-        return extraction.facts if Label.SEMANTIC in labels else []
-    covered = {c.text for c in extraction.facts}
-    requests = {  # a cancellation may state a fact too: "cancelled my gym membership"
-        *(c.text for c in extraction.rules),
-        *(c.text for c in extraction.tasks),
-        *(c.text for c in extraction.completions if c.status is TaskStatus.DONE),
-    } - covered
-    chat = turn.role is not Role.LOG
-    read = clause_facts(turn.text, extraction.times, covered, chat, requests)
-    if Label.SEMANTIC not in labels:
-        beside_request = chat and bool(labels & {Label.PROCEDURAL, Label.WORKING})
-        return [
-            c
-            for c in [*extraction.facts, *read]
-            if c.parse is not Parse.GENERIC and (c.update or beside_request)
-        ]
-    return [*extraction.facts, *read]
-
-
 def _rule_candidates(turn: Turn, extraction: Extraction, labels: set[Label]) -> list[RuleCandidate]:
     """The pattern rules; for a procedural turn with none, the clause reading (an assistant's
     reply only when it has a trigger or steps: "Will do!" is no rule)."""
@@ -289,32 +288,44 @@ def _task_candidates(
     return clause_tasks(turn.text, extraction.times, turn.local_ts)
 
 
-def _facts(turn: Turn, candidates: list[FactCandidate]) -> list[Memory]:
-    """First-person facts, unless the assistant said them about itself. A state the turn says
-    is over ("I used to…") is stored already closed, at the turn's time."""
+def _facts(turn: Turn, facts: Sequence[ReadFact], slots: Slots) -> list[Memory]:
+    """One Fact per fact the reader found that states something about now, unless the
+    assistant said it. An ending ("gave up the allotment") is stored already closed, at the
+    turn's time: it closes what it names (:mod:`memoryd.memory.consolidate`) and stays in the
+    history."""
     if turn.role is Role.ASSISTANT:
         return []
-    facts: list[Memory] = []
-    for i, c in enumerate(candidates):
-        relation = f"{c.relation}:{c.qualifier}" if c.qualifier else c.relation
-        facts.append(
+    out: list[Memory] = []
+    for i, f in enumerate(f for f in facts if f.kind in READ_KINDS):
+        value_type = slots.value_type(f.attribute)
+        out.append(
             Fact(
                 id=memory_id("fact", turn.turn_id, "fact", i),
                 turn_id=turn.turn_id,
-                relation=relation,
-                object=Entity(entity_id(c.object, c.object_type), c.object, c.object_type),
-                text=c.text,
-                subject=turn.speaker or "user",
-                confidence=c.confidence,
+                relation=f.attribute,
+                object=Entity(entity_id(f.value, value_type), f.value, value_type),
+                text=_sentence_of(turn.text, f.start, f.end),
+                subject=(turn.speaker or "user") if f.subject is None else subject_name(f.subject),
+                confidence=round(f.confidence, 3),
                 valid_from=turn.ts,
-                valid_to=turn.ts if c.ended else None,
-                negated=c.negated,
+                valid_to=turn.ts if f.kind == "end" else None,
+                negated=f.negated,
                 sources=[turn.turn_id],
-                parse=c.parse,
-                update=c.update,
+                parse=Parse.READER,
+                kind=f.kind,
+                old=f.old,
+                label=slots.label(f.attribute, f.negated),
             )
         )
-    return facts
+    return out
+
+
+def _sentence_of(text: str, start: int, end: int) -> str:
+    """The sentence of ``text`` that holds characters ``[start, end)`` (the fact's source)."""
+    for sentence in split_sentences(text):
+        if sentence.start <= start < sentence.end:
+            return sentence.text.strip()
+    return text.strip()
 
 
 def _rules(turn: Turn, candidates: list[RuleCandidate]) -> list[Memory]:
@@ -377,13 +388,13 @@ def _completions(turn: Turn, extraction: Extraction, labels: set[Label]) -> list
     return clause_completions(turn.text, extraction.times, turn.local_ts)
 
 
-def build_reports(turn: Turn, extraction: Extraction) -> list[Memory]:
+def build_reports(turn: Turn, extraction: Extraction, facts: Sequence[ReadFact]) -> list[Memory]:
     """What a user's turn the router did not call working reports done or called off
     ("posted the virgin hub back", "TAX RETURN FILED", "no need to order one"), as completions
     that only update: each completes the open task it names and is otherwise dropped
     (:data:`memoryd.memory.consolidate.REPORT_ONLY`), so a story told in the past tense never
     becomes a to-do of its own. Empty for other turns: :func:`build_memories` keeps theirs."""
-    labels = set(turn.labels) | evidence_labels(turn, extraction)
+    labels = set(turn.labels) | evidence_labels(turn, extraction, facts)
     if turn.role is not Role.USER or Label.WORKING in labels or labels == {Label.FRAGMENTED}:
         return []
     done = extraction.completions or clause_completions(

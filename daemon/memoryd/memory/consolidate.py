@@ -3,20 +3,27 @@
 :func:`consolidate` runs on the user's writer, after extraction and before the journal commit,
 so its decisions are journaled with the turn and a rebuild replays them without re-deciding::
 
-    "I live in Oslo"  → Fact(lives_in Oslo)
-    "I moved to Berlin" → Fact(lives_in Berlin); the Oslo fact's validity closes (valid_to,
-                           superseded_by) — it stays in the history, never deleted
-    "I took my omeprazole" → the pending task "take omeprazole before dinner" gains a ``done``
-                           state instead of a new record ("cancel the dentist" a
-                           ``cancelled`` one)
+    "my line manager is Priya Shah"   → Fact(user, manager, Priya Shah)
+    "I'm reporting to Marcus Lee now" → Fact(user, manager, Marcus Lee); the Priya fact's
+                                        validity closes (valid_to, superseded_by): it stays in
+                                        the history, never deleted
+    "I took my omeprazole"            → the pending task "take omeprazole before dinner" gains a
+                                        ``done`` state instead of a new record
 
-Semantic facts. Only facts with the same subject and relation family are candidates (never a
-sweep of the whole graph). In an *exclusive* family (one value at a time: where the user lives,
-their job, their employer, a preference per category) a current fact with another object or the
-opposite polarity is closed. In any other family only the same object with the opposite polarity
-is closed ("I love sushi" → "I don't like sushi anymore"). The same object with the same
-polarity reinforces the current fact: its sources and confidence grow, and no new record is kept.
-Polarity is the relation's sign (``likes`` +, ``dislikes`` −) flipped by ``negated``.
+Semantic facts, by slot: only the current facts with the fact's subject and attribute are
+candidates (never a sweep of the graph, and never another subject's facts). The same value with
+the same polarity reinforces the current fact (its sources and confidence grow, no new record);
+with the other polarity, or stated as over, it closes it. A value the statement names as the one
+it replaces (``old``: "switched from BT to Sky") is closed whatever its attribute. Otherwise, in a
+slot that holds one value at a time (the inventory's ``one``: manager, home city, bank) a new
+affirmative value replaces the old affirmative ones, unless the statement adds ("a second
+bank account as well") or the reader is unsure of the attribute (below :data:`SURE`): then both
+stay current and the older is marked ``doubted_by`` the newer (a reply says it may be out of
+date). In a slot of many values (allergies, pets, languages) a new value adds; a sure ``change``
+that names no old value replaces the slot's value when there is one, and marks the values as
+doubted when there are several. An ending closes only the value it names. Facts of an attribute
+the inventory lacks (``other``) share no slot: only their own value, or a value named as
+replaced, touches them. A wrong closure is worse than none: nothing is closed on a guess.
 
 Working memory. A reported completion ("took aspirin") completes the best-matching open task
 when every content word of its object is in the task's title ("take aspirin after lunch"), and
@@ -30,33 +37,29 @@ support instead of adding a copy.
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from memoryd.models import Effect, Fact, Memory, Parse, Rule, State, Task, TaskStatus, Turn
+from memoryd.reader import Slots, normalise, same_thing
 from memoryd.store import Journal
 from memoryd.text import content_tokens
 
 __all__ = [
-    "EXCLUSIVE_RELATIONS",
     "REPORT_ONLY",
+    "SURE",
     "BatchView",
     "Consolidation",
     "MemoryView",
+    "StagedView",
     "consolidate",
-    "family_relations",
-    "polarity",
     "reinforce",
 ]
 
-EXCLUSIVE_RELATIONS = frozenset({"lives_in", "works_as", "works_at", "prefers"})
-"""Relations (before any ``:qualifier``) that hold one value at a time."""
-BROAD_RELATIONS = frozenset({"is", "has", "uses", "states", "does", "about", "needs", "gets"})
-"""Relations that hold many unrelated values: an update replaces only values of its kind."""
-OPPOSITES: dict[str, str] = {"likes": "dislikes", "dislikes": "likes"}
-NEGATIVE_RELATIONS = frozenset({"dislikes"})
+SURE = 0.6
+"""The reader's confidence (the least of its attribute's and its kind's probabilities) at and
+above which a new value may close an old one of its slot by itself."""
 REPORT_ONLY = "reported, for the open task it names"
 """The note of a completion read from a turn the router did not call working: it completes
 the open task it names and is dropped when it names none (never stored with this note)."""
@@ -145,38 +148,50 @@ class BatchView:
         return [r for r in self._merged(stored, Rule) if isinstance(r, Rule) and r.title == title]
 
 
-def base_relation(relation: str) -> str:
-    return relation.split(":", 1)[0]
+class StagedView:
+    """Only what was staged, no journal: a reread folds its facts among themselves, as ingest
+    would have folded them, without meeting the facts it replaces."""
 
+    def __init__(self) -> None:
+        self._facts: dict[str, Fact] = {}
 
-def family_relations(relation: str) -> list[str]:
-    """The relations whose facts can contradict a ``relation`` fact (itself included)."""
-    base, _, qualifier = relation.partition(":")
-    opposite = OPPOSITES.get(base)
-    if opposite is None:
-        return [relation]
-    suffix = f":{qualifier}" if qualifier else ""
-    return sorted({relation, opposite + suffix})
+    def stage(self, records: Sequence[Memory]) -> None:
+        self._facts.update((m.id, m) for m in records if isinstance(m, Fact))
 
+    def current_facts(self, subject: str, relations: Sequence[str]) -> list[Fact]:
+        return [f for f in self.current_facts_of(subject) if f.relation in relations]
 
-def polarity(fact: Fact) -> bool:
-    """True for an affirmative fact ("likes X", "allergic to X"), False for a negative one."""
-    return (base_relation(fact.relation) in NEGATIVE_RELATIONS) == fact.negated
+    def current_facts_of(self, subject: str) -> list[Fact]:
+        return [f for f in self._facts.values() if f.subject == subject and f.valid_to is None]
+
+    def open_tasks(self) -> list[Task]:
+        return []
+
+    def rules_titled(self, title: str) -> list[Rule]:
+        return []
 
 
 def reinforce(old: Fact, new: Fact) -> Fact:
     """``old`` stated again by ``new``: one more source, a little more confidence."""
     sources = list(dict.fromkeys([*(old.sources or [old.turn_id]), *new.sources]))
     confidence = min(MAX_CONFIDENCE, max(old.confidence, new.confidence) + REINFORCE_STEP)
-    return dataclasses.replace(old, sources=sources, confidence=round(confidence, 3))
+    return dataclasses.replace(
+        old, sources=sources, confidence=round(confidence, 3), doubted_by=None
+    )
 
 
-def consolidate(turn: Turn | None, memories: Sequence[Memory], view: MemoryView) -> Consolidation:
+def consolidate(
+    turn: Turn | None, memories: Sequence[Memory], view: MemoryView, slots: Slots
+) -> Consolidation:
     """Decide what ``memories`` (the records built from ``turn``, or derived by an abstraction
-    pass when ``turn`` is None) change in ``view``."""
+    pass when ``turn`` is None) change in ``view``; ``slots`` says which attributes hold one
+    value at a time."""
     out = Consolidation(memories=[])
     for memory in memories:
-        if isinstance(memory, Fact) and _fold_fact(memory, view, out):
+        if isinstance(memory, Fact):
+            kept = _fold_fact(memory, view, out, slots)
+            if kept is not None:
+                out.memories.append(kept)
             continue
         if isinstance(memory, Task) and turn and _fold_completion(memory, turn, view, out):
             continue
@@ -188,48 +203,68 @@ def consolidate(turn: Turn | None, memories: Sequence[Memory], view: MemoryView)
     return out
 
 
-def _fold_fact(fact: Fact, view: MemoryView, out: Consolidation) -> bool:
-    """Close what ``fact`` contradicts; True when it only restates a current fact.
-
-    Besides the rules of the module docstring: a negation ("I don't drink coffee") closes the
-    current affirmative facts of its relation whose value shares a content word with its own
-    ("three coffees a day"); a state stated as over ("I used to live in Leeds") closes the
-    current one it names and is stored closed. An update ("switched to oat milk", "not doing
-    16:8 anymore") closes every current value of its relation (a negated one only those it
-    shares a word with: "I don't play squash anymore" leaves tennis), and in any relation the
-    current values of the same kind: the same head word ("whole milk" for "oat milk"), or, for
-    a negated update, any shared content word; and the values its sentence names outside its
-    own, in its own relation too ("the lido closed, I'm swimming at the leisure centre
-    instead" closes "swims at the lido"; "switched from BT to Community Fibre" closes "uses
-    BT for the bills")."""
-    base = base_relation(fact.relation)
-    renews = fact.update and not fact.negated  # "I don't play squash anymore" ends squash only
-    exclusive = base in EXCLUSIVE_RELATIONS or (renews and base not in BROAD_RELATIONS)
+def _fold_fact(fact: Fact, view: MemoryView, out: Consolidation, slots: Slots) -> Fact | None:
+    """Close or doubt what ``fact`` replaces (see the module docstring); the record to store,
+    None when it only restates a current fact."""
     ended = fact.valid_to is not None
+    sure = fact.confidence >= SURE
     restated = False
-    words = set(content_words(fact.object.name))
-    family = view.current_facts(fact.subject, family_relations(fact.relation))
-    for old in family:
-        same_object = old.object.id == fact.object.id
-        overlaps = bool(words & set(content_words(old.object.name)))
-        if same_object and polarity(old) == polarity(fact) and not ended:
-            out.update(reinforce(old, fact), "reinforced", fact.turn_id)
-            restated = True
-        elif (
-            same_object
-            or (exclusive and not ended)
-            or ((ended or polarity(old) != polarity(fact)) and overlaps)
-            or (fact.update and not ended and _named_by_update(old, fact, words))
-        ):
-            _close(old, fact, out)
-    if fact.update and not restated:
-        seen = {f.id for f in family}
-        for old in view.current_facts_of(fact.subject):
-            if old.id in seen or old.id == fact.id:
-                continue
-            if _same_kind(old, fact, words) or _named_by_update(old, fact, words):
+    slot = [old for old in view.current_facts(fact.subject, [fact.relation]) if old.id != fact.id]
+    swaps = _swap(fact, slot, slots, sure)
+    for old in slot:
+        if _same_value(old, fact):
+            if old.negated == fact.negated and not ended:
+                out.update(reinforce(old, fact), "reinforced", fact.turn_id)
+                restated = True
+            else:  # "I'm not vegan any more", "actually I do eat fish now"
                 _close(old, fact, out)
-    return restated
+        elif ended or old.negated or fact.negated or _names_old(fact, old):
+            continue  # an ending or a negation touches only the value it names
+        elif (slots.single(fact.relation) and fact.kind != "add" and sure) or old in swaps:
+            if _before(fact, old):  # a statement of the past, journaled late: history
+                fact = dataclasses.replace(fact, valid_to=old.valid_from, superseded_by=old.id)
+                ended = True
+            else:
+                _close(old, fact, out)
+        elif slots.known(fact.relation) and (
+            fact.kind == "change" or (slots.single(fact.relation) and fact.kind != "add")
+        ):
+            _doubt(old, fact, out)  # an open attribute's facts are not one slot: left alone
+    if fact.old and not ended:
+        for old in view.current_facts_of(fact.subject):
+            if old.id != fact.id and _names_old(fact, old):
+                _close(old, fact, out)
+    return None if restated else fact
+
+
+def _swap(fact: Fact, slot: list[Fact], slots: Slots, sure: bool) -> list[Fact]:
+    """In a slot of many values, the one value a sure ``change`` that names none replaces:
+    the slot's only other affirmative value ("switched her to citalopram" with sertraline
+    the one medicine on record); with two or more, which one is a guess: none."""
+    if not slots.known(fact.relation) or slots.single(fact.relation):
+        return []
+    if fact.kind != "change" or fact.old or not sure:
+        return []
+    if fact.negated or fact.valid_to is not None:
+        return []
+    others = [f for f in slot if not f.negated and not _same_value(f, fact)]
+    return others if len(others) == 1 else []
+
+
+def _same_value(a: Fact, b: Fact) -> bool:
+    """One value: one entity (the resolver folds "NYC" into "New York City") or one name
+    once case, edge punctuation and a leading article are gone ("the Co-op", "co-op"); not
+    a name inside another ("kayak club" is not the "Putney kayak club")."""
+    return a.object.id == b.object.id or normalise(a.object.name) == normalise(b.object.name)
+
+
+def _before(fact: Fact, old: Fact) -> bool:
+    return bool(fact.valid_from and old.valid_from and fact.valid_from < old.valid_from)
+
+
+def _names_old(fact: Fact, old: Fact) -> bool:
+    """Whether ``fact`` says it replaces ``old``'s value ("switched from BT to Sky")."""
+    return fact.old is not None and not old.negated and same_thing(old.object.name, fact.old)
 
 
 def _close(old: Fact, new: Fact, out: Consolidation) -> None:
@@ -237,52 +272,10 @@ def _close(old: Fact, new: Fact, out: Consolidation) -> None:
     out.update(closed, "superseded", new.id)
 
 
-def _named_by_update(old: Fact, new: Fact, words: set[str]) -> bool:
-    """Whether the sentence of an update ``new`` names the value of ``old`` it replaces, a
-    word of it that is not in the new value ("the cetirizine made me drowsy, switched to
-    fexofenadine", "cut the thursday class, doing saturday instead")."""
-    if not polarity(old):
-        return False
-    named = set(content_words(old.object.name)) & set(content_words(new.text))
-    return bool(named - words)
-
-
-def _same_kind(old: Fact, new: Fact, words: set[str]) -> bool:
-    """Whether an update ``new`` replaces ``old`` of another relation (see :func:`_fold_fact`)."""
-    if not polarity(old):
-        return False
-    kinds = [r.partition(":") for r in (old.relation, new.relation)]
-    if all(base == "attribute" for base, _, _ in kinds):
-        heads = [thing.split()[-1] if thing.split() else "" for _, _, thing in kinds]
-        if heads[0] and heads[0] == heads[1]:
-            return True  # "my CFA Level I exam is on May 20" → "rescheduled the CFA exam"
-        things = [{_stem(w) for w in thing.lower().split()} for _, _, thing in kinds]
-        if things[0] & things[1] and all(_AMOUNT.match(f.object.name) for f in (old, new)):
-            return True  # "grocery category is $650/mo" → "bumped groceries to $800"
-    doings = [_doing(base, thing) for base, _, thing in kinds]
-    if doings[0] and doings[0] == doings[1]:
-        return True  # "we meet first monday of the month" → "meetings are first thursday now"
-    theirs = content_words(old.object.name)
-    if new.negated:
-        return bool(words & set(theirs))
-    ours = content_words(new.object.name)
-    return bool(ours and theirs) and ours[-1] == theirs[-1] and set(ours) != set(theirs)
-
-
-_AMOUNT = re.compile(r"^[£$€¥₹]?\s?\d")
-
-
-def _doing(base: str, thing: str) -> str:
-    """The activity an ``attribute:<thing>`` or a verb's relation is about, one form for both
-    ("attribute:meeting" and "meets", "attribute:recording" and "records"); "" for relations
-    of the vocabulary ("lives_in", "has")."""
-    if base == "attribute":
-        word = thing.split()[-1] if thing.split() else ""
-    elif "_" not in base and base.endswith("s") and base not in ("has", "is", "does", "uses"):
-        word = base[:-1]
-    else:
-        return ""
-    return _stem(word.lower())
+def _doubt(old: Fact, new: Fact, out: Consolidation) -> None:
+    """Mark ``old`` as possibly replaced by ``new``; both stay current."""
+    if old.doubted_by != new.id:
+        out.update(dataclasses.replace(old, doubted_by=new.id), "doubted", new.id)
 
 
 def _report_only(task: Task) -> bool:

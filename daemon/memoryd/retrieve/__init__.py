@@ -36,7 +36,7 @@ from memoryd.config import RetrievalConfig
 from memoryd.models import SearchMode
 from memoryd.retrieve.expand import expand
 from memoryd.retrieve.params import MAX_ANCHOR_CHARS, MAX_NAME_CHARS, MAX_NAMES, QueryParams
-from memoryd.retrieve.render import render_context, render_line
+from memoryd.retrieve.render import fact_line, render_context, render_line
 from memoryd.retrieve.result import Item, QueryResult, Stores
 from memoryd.retrieve.search import search_tiers
 from memoryd.retrieve.sufficiency import LLMSufficiency, ScoreSufficiency, Sufficiency
@@ -54,6 +54,7 @@ __all__ = [
     "ScoreSufficiency",
     "Stores",
     "Sufficiency",
+    "fact_line",
     "render_context",
     "render_line",
 ]

@@ -15,8 +15,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from memoryd.memory import EVIDENCE_RELATIONS as HEALTH_RELATIONS
-from memoryd.memory import is_health_related, related_drug_terms
+from memoryd.memory import HEALTH_ATTRIBUTES, is_health_related, related_drug_terms
 from memoryd.models import OTHERWISE, Episode, Fact, MemoryType, Rule, Task, TaskStatus
 from memoryd.retrieve.params import QueryParams
 from memoryd.retrieve.result import Expansion, QueryResult, Stores, item_of
@@ -121,10 +120,14 @@ def _facts_of_hits(stores: Stores, result: QueryResult) -> list[Expansion]:
     return [Expansion(f, "current fact about an entity in the hits") for f in fact_ids]
 
 
+HEALTH_PROFILE = sorted(HEALTH_ATTRIBUTES | {"dose"})
+"""The attributes of the health profile: allergies, conditions, medications and their doses."""
+
+
 def _health_profile(stores: Stores) -> list[Expansion]:
-    """Every current allergy, condition and medication: a health question must not be answered
-    without them, whether or not its words match them."""
-    found = stores.journal.facts(relations=sorted(HEALTH_RELATIONS), limit=MAX_FACTS)
+    """Every current allergy, condition, medication and dose: a health question must not be
+    answered without them, whether or not its words match them."""
+    found = stores.journal.facts(relations=HEALTH_PROFILE, limit=MAX_FACTS)
     return [Expansion(s.memory.id, "health fact: the query is about health") for s in found]
 
 

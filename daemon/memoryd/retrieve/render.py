@@ -6,7 +6,10 @@ from __future__ import annotations
 from memoryd.models import OTHERWISE, Episode, Fact, MemoryType, Rule, TaskStatus
 from memoryd.retrieve.result import Item, QueryResult
 
-__all__ = ["SECTION_TITLES", "render_context", "render_line"]
+__all__ = ["SECTION_TITLES", "fact_line", "render_context", "render_line"]
+
+USER_SUBJECT = "user"
+"""The subject of a fact about the user when no speaker is named."""
 
 SECTION_TITLES = {
     MemoryType.EPISODIC: "What happened (episodic)",
@@ -23,9 +26,7 @@ def render_line(item: Item) -> str:
         who = f"{memory.speaker}: " if memory.speaker else ""
         return f"[{when}] {who}{memory.text}"
     if isinstance(memory, Fact):
-        negation = "not " if memory.negated else ""
-        relation = memory.relation.replace("_", " ").replace(":", ": ")
-        return f'{memory.subject} {negation}{relation} {memory.object.name} ("{memory.text}")'
+        return fact_line(memory)
     if isinstance(memory, Rule):
         # "if C then A1; A2 (when W: X) (otherwise B1)", then the branch a query matched, marked
         # "[applies: otherwise]" ("[applies: none]" when it negated a rule with no else).
@@ -42,6 +43,20 @@ def render_line(item: Item) -> str:
         return f"[{memory.status.value}] {memory.title}{due}"
     when = memory.states[-1].ts.strftime("%Y-%m-%d %H:%M")
     return f"[{memory.status.value} {when}] {memory.title}{due}"
+
+
+def fact_line(fact: Fact) -> str:
+    """ "manager: Marcus Lee (since 2026-02-20)"; another subject's fact names it ("Tom — lives
+    in: Edinburgh"); a fact a later one may have replaced says so, a closed one until when."""
+    who = "" if fact.subject == USER_SUBJECT else f"{fact.subject} — "
+    when = []
+    if fact.valid_from is not None:
+        when.append(f"since {fact.valid_from:%Y-%m-%d}")
+    if fact.valid_to is not None:
+        when.append(f"until {fact.valid_to:%Y-%m-%d}")
+    elif fact.doubted_by is not None:
+        when.append("possibly outdated")
+    return f"{who}{fact.statement}" + (f" ({', '.join(when)})" if when else "")
 
 
 def render_context(result: QueryResult) -> str:

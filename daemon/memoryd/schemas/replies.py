@@ -9,6 +9,7 @@ models (:func:`dump`).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,10 +28,10 @@ from memoryd.models import (
     Turn,
     memory_type,
 )
-from memoryd.retrieve import Item, QueryResult, render_context
+from memoryd.retrieve import Item, QueryResult, fact_line, render_context
 from memoryd.service import MemoryPage, TurnPage, TurnView
 from memoryd.store import StoredMemory, to_payload
-from memoryd.workspace import UndoneFact
+from memoryd.workspace import RereadReport, UndoneFact
 
 __all__ = [
     "DeletedMemory",
@@ -222,16 +223,26 @@ class DeletedMemory(BaseModel):
 
 
 class FactReply(MemoryReply):
-    """A fact; ``current`` is false once a later fact superseded it."""
+    """A fact; ``current`` is false once a later fact superseded it; ``line`` is what a reply
+    says of it ("manager: Marcus Lee (since 2026-02-20)"), ``text`` the sentence it was read
+    from."""
 
     current: bool
     session_id: str
+    line: str
 
     @classmethod
     def of_stored(cls, stored: StoredMemory) -> FactReply:
         fact = stored.memory
-        current = isinstance(fact, Fact) and fact.valid_to is None
-        return cls(**_memory_fields(fact), current=current, session_id=stored.session_id)
+        if not isinstance(fact, Fact):
+            raise TypeError(f"{fact.id} is not a fact")
+        current = fact.valid_to is None
+        return cls(
+            **_memory_fields(fact),
+            current=current,
+            session_id=stored.session_id,
+            line=fact_line(fact),
+        )
 
 
 class FactList(BaseModel):
@@ -240,6 +251,22 @@ class FactList(BaseModel):
     @classmethod
     def of(cls, stored: Sequence[StoredMemory]) -> FactList:
         return cls(facts=[FactReply.of_stored(s) for s in stored])
+
+
+class RereadReply(BaseModel):
+    """What a reread of the user's facts did (or its undo, ``undo: true``): the turns read, the
+    facts it closed and made, and how many of those are current."""
+
+    user_id: str
+    turns: int
+    closed: int
+    created: int
+    current: int
+    undo: bool
+
+    @classmethod
+    def of(cls, report: RereadReport) -> RereadReply:
+        return cls(**dataclasses.asdict(report))
 
 
 class UndoneFactReply(MemoryReply):
@@ -265,7 +292,9 @@ class TaskList(BaseModel):
 
 class ItemReply(BaseModel):
     """One recalled memory with its provenance: the turns it came from, its fused score and
-    why it was recalled (``detail``: structured reasons, e.g. the rule branch that applies)."""
+    why it was recalled (``detail``: structured reasons, e.g. the rule branch that applies).
+    A fact's ``text`` is its line ("manager: Marcus Lee (since 2026-02-20)"); the sentence it
+    was read from is its record's ``text`` and the trace's ``source``."""
 
     id: str
     type: MemoryType
@@ -283,7 +312,7 @@ class ItemReply(BaseModel):
         return cls(
             id=item.memory.id,
             type=item.type,
-            text=item.memory.text,
+            text=fact_line(item.memory) if isinstance(item.memory, Fact) else item.memory.text,
             ts=item.ts,
             session_id=item.session_id,
             turn_ids=item.turn_ids,
@@ -303,7 +332,11 @@ class TraceReply(BaseModel):
     hit: bool = Field(description="ranked by the search (false: brought in by an expansion)")
     parse: Parse | None = Field(
         default=None,
-        description="how a fact, rule or task was read from its turn: pattern, clause or generic",
+        description="how a fact, rule or task was read from its turn: reader, pattern, clause "
+        "or generic",
+    )
+    source: str | None = Field(
+        default=None, description="a fact's source: the sentence it was read from"
     )
 
 
@@ -336,6 +369,7 @@ class QueryReply(BaseModel):
                     why=i.why,
                     hit=i.hit,
                     parse=getattr(i.memory, "parse", None),
+                    source=i.memory.text if isinstance(i.memory, Fact) else None,
                 )
                 for i in result.items
             ],

@@ -44,6 +44,9 @@ from memoryd.models import (
 from memoryd.store.records import MemoryChange, NewMemory, Relabel, TurnEntry
 
 EMBEDDING_DTYPE = np.float32
+_FACT_FIELDS = frozenset(f.name for f in dataclasses.fields(Fact))
+"""What a fact record may hold; a journal written before the fact reader also holds ``update``
+(the old extractors' "replaces its relation's values"), which nothing reads any more."""
 
 
 def to_payload(obj: Any) -> Any:
@@ -85,7 +88,7 @@ def memory_from_payload(kind: MemoryType, data: dict[str, Any]) -> Memory:
         d["valid_from"], d["valid_to"] = _dt(d.get("valid_from")), _dt(d.get("valid_to"))
         d["origin"] = Origin(d.get("origin", Origin.EXTRACTOR))
         d["parse"] = Parse(d.get("parse", Parse.PATTERN))
-        return Fact(**d)
+        return Fact(**{k: v for k, v in d.items() if k in _FACT_FIELDS})
     if kind is MemoryType.PROCEDURAL:
         d["nodes"] = [
             RuleNode(**{**n, "kind": RuleNodeKind(n["kind"])}) for n in d.get("nodes", [])

@@ -41,7 +41,8 @@ from memoryd.heap import release_free_memory
 from memoryd.ingest import NewTurn, fold_entries, prepare
 from memoryd.llm import LLM
 from memoryd.memory import EntityResolver
-from memoryd.models import Receipt, Turn
+from memoryd.models import Receipt, Role, Turn
+from memoryd.reader import FactReader, ReadFact
 from memoryd.retrieve import QueryParams, QueryResult, Retriever, Stores
 from memoryd.router import SelfEnhancingRouter
 from memoryd.store import (
@@ -57,12 +58,21 @@ from memoryd.store import (
 from memoryd.workspace.abstraction import abstract_user
 from memoryd.workspace.edits import MemoryEdits, MemoryPatch, UndoneFact
 from memoryd.workspace.projection import Projection
+from memoryd.workspace.reread import FactReread, RereadReport
 from memoryd.workspace.routing import LABEL_OUTCOMES, UserRouter
 from memoryd.workspace.tiering import UserTiers
 from memoryd.workspace.writes import Writes
 from memoryd.writer import SerialWriter
 
-__all__ = ["JOURNAL_FILE", "LABEL_OUTCOMES", "MemoryPatch", "Shared", "UndoneFact", "Workspace"]
+__all__ = [
+    "JOURNAL_FILE",
+    "LABEL_OUTCOMES",
+    "MemoryPatch",
+    "RereadReport",
+    "Shared",
+    "UndoneFact",
+    "Workspace",
+]
 
 log = logging.getLogger(__name__)
 
@@ -75,14 +85,32 @@ import leaves tens of MB free but resident (:func:`memoryd.heap.release_free_mem
 @dataclass(frozen=True)
 class Shared:
     """What every user's workspace uses and no user owns: the settings, the encoder, the
-    self-enhancing router's shared part, the LLM (None: no LLM) and the encoder workers that
-    embed the turns of a batch (``encoder.workers`` threads)."""
+    self-enhancing router's shared part, the LLM (None: no LLM), the encoder workers that
+    embed the turns of a batch (``encoder.workers`` threads) and the fact reader (with the
+    inventory's slots)."""
 
     config: Config
     encoder: Encoder
     router: SelfEnhancingRouter
     llm: LLM | None
     encoding: Executor
+    reader: FactReader
+
+    def read_facts(
+        self, turn: Turn, states: np.ndarray, offsets: list[tuple[int, int]]
+    ) -> list[ReadFact]:
+        """What the reader reads of a user or log turn from its token states (an assistant's
+        turn states none of the user's facts: not read)."""
+        if turn.role is Role.ASSISTANT:
+            return []
+        return self.reader.read(turn.text, states, offsets)
+
+    def read_stored(self, turn: Turn) -> list[ReadFact]:
+        """:meth:`read_facts` for a stored turn, encoding its text again."""
+        if turn.role is Role.ASSISTANT:
+            return []
+        states, offsets = self.encoder.reading(turn.text)
+        return self.reader.read(turn.text, states, offsets)
 
 
 class Workspace:
@@ -113,6 +141,7 @@ class Workspace:
         self.writes = Writes(self)
         self.edits = MemoryEdits(self)
         self.router = UserRouter(self, shared.router)
+        self.reread = FactReread(self)
         self.replayed_on_open = self.writer.call(self.projection.catch_up)
         self.rebuilt_on_open = self.writer.call(self.projection.reconcile)
 
@@ -173,8 +202,8 @@ class Workspace:
         return self.shared.encoding.map(lambda p: self._prepare(*p), pending)
 
     def _prepare(self, new: NewTurn, turn_id: str, arrival: datetime) -> TurnEntry:
-        vector, routing_vector = self.shared.encoder.embed_routed(new.text)
-        decision, routing = self.router.route(routing_vector, new.text)
+        encoded = self.shared.encoder.encode(new.text, read=new.role is not Role.ASSISTANT)
+        decision, routing = self.router.route(encoded.routing, new.text)
         ts = new.ts or arrival
         offset = ts.utcoffset()
         turn = Turn(
@@ -190,7 +219,8 @@ class Workspace:
             confidence=decision.confidence,
             routed_by=decision.routed_by,
         )
-        return prepare(turn, vector, routing)
+        facts = self.shared.read_facts(turn, encoded.reading, encoded.offsets)
+        return prepare(turn, encoded.embedding, routing, facts, self.shared.reader.slots)
 
     def _commit_new(
         self, ids: list[str], entries: Iterator[TurnEntry]
@@ -201,7 +231,10 @@ class Workspace:
         receipt of every entry (the first receipts of the skipped ones)."""
         stored = self.journal.receipts(ids)
         fresh = fold_entries(
-            (e for e in entries if e.turn.turn_id not in stored), self.journal, self.entities
+            (e for e in entries if e.turn.turn_id not in stored),
+            self.journal,
+            self.entities,
+            self.shared.reader.slots,
         )
         if fresh:
             self.writes.turns(fresh)

@@ -17,6 +17,7 @@ pass, and the next run retries from the same cursor.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -51,7 +52,8 @@ def abstract_user(ws: Workspace, llm: LLM, config: Config) -> Counter[str]:
     size = min(config.memory.abstract_batch, MAX_BATCH)
     for _ in range(MAX_BATCHES_PER_RUN):
         batch = ws.journal.episodes_after(ws.journal.cursor(A_SEM), size)
-        if not batch or not _run(ws, llm, config, A_SEM, abstract_facts, batch, batch[-1].num):
+        facts = functools.partial(abstract_facts, slots=ws.shared.reader.slots)
+        if not batch or not _run(ws, llm, config, A_SEM, facts, batch, batch[-1].num):
             break
         counts["sem_batches"] += 1
     for _ in range(MAX_BATCHES_PER_RUN):
@@ -83,7 +85,7 @@ def _run(
     except LLMOutputError as exc:
         log.warning("user %s: %s skipped a batch of %d: %s", ws.user_id, name, len(batch), exc)
     where = {s.memory.turn_id: s for s in batch}
-    result = fold(None, records, BatchView(ws.journal), ws.entities)
+    result = fold(None, records, BatchView(ws.journal), ws.entities, ws.shared.reader.slots)
     created = [
         NewMemory(m, where[m.turn_id].session_id, _ts(where[m.turn_id]))
         for m in result.memories

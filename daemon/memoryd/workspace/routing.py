@@ -100,12 +100,16 @@ class UserRouter:
             )
             return "retried" if again else "failed"
 
+        facts = ws.shared.read_stored(turn)
+
         def write() -> None:
             relabel = relabelled(
                 turn,
                 labels,
+                facts,
                 ws.journal,
                 ws.entities,
+                ws.shared.reader.slots,
                 source=getattr(self.loop.llm, "name", "llm"),
                 holdout=in_pool_holdout(turn.turn_id),
                 after_round=self.head.completed,

@@ -1,29 +1,29 @@
-"""Cheap rule-based extractors: the hot path's only "understanding" of a turn.
+"""Rule-based extractors: times, entity mentions, rules, to-dos and completed actions.
 
 :func:`extract` reads one turn with precompiled regular expressions and small vocabularies and
-returns an :class:`Extraction`: resolved times, typed entity mentions, first-person facts,
-if-then rules, to-dos and completed actions. It is pure, deterministic and fast (well under a
-millisecond for a chat turn); it aims at precision over recall, because an LLM pass can add what
-it misses later but nobody removes a wrong fact::
+returns an :class:`Extraction`: resolved times, typed entity mentions, if-then rules, to-dos and
+completed actions. It is pure, deterministic and fast. Facts are not read here: the learned fact
+reader (:mod:`memoryd.reader`) reads them, and its values come in as ``values`` so that the
+mentions type them as it did::
 
-    >>> x = extract("I'm allergic to ibuprofen", datetime(2023, 5, 8, tzinfo=UTC))
-    >>> [(f.relation, f.object) for f in x.facts]
-    [('allergic_to', 'ibuprofen')]
+    >>> x = extract("remind me to take omeprazole at 8", datetime(2023, 5, 8, tzinfo=UTC))
+    >>> [t.title for t in x.tasks]
+    ['take omeprazole']
 
 Which records a turn becomes is decided elsewhere (``build.build_memories``, by router label);
 this package extracts everything it can find regardless of label, one module per kind of memory:
-:mod:`.facts` (with :mod:`.phrases`, what an object is), :mod:`.rules`, :mod:`.tasks` (to-dos
-and completions), :mod:`.mentions`, with the vocabularies of :mod:`.names` and :mod:`.health`
-and the shared patterns of :mod:`.sentences`. Questions and hypotheticals
-("if I were allergic…", "maybe I'm…") yield no facts, to-dos or completions.
+:mod:`.rules`, :mod:`.tasks` (to-dos and completions), :mod:`.clauses` (rules and tasks read
+from the clause when no pattern does), :mod:`.mentions`, with the vocabularies of :mod:`.names`
+and :mod:`.health` and the shared patterns of :mod:`.sentences`. Questions and hypotheticals
+("if I were…", "maybe I'll…") yield no to-dos or completions.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from memoryd.memory.extract.clause_facts import clause_facts
 from memoryd.memory.extract.clauses import (
     asks,
     clause_completions,
@@ -31,9 +31,8 @@ from memoryd.memory.extract.clauses import (
     clause_tasks,
     reports_done,
 )
-from memoryd.memory.extract.facts import RELATIONS, FactCandidate, Located, sentence_facts
 from memoryd.memory.extract.health import is_health_related, related_drug_terms
-from memoryd.memory.extract.mentions import EntityMention, entity_mentions
+from memoryd.memory.extract.mentions import EntityMention, KnownValue, entity_mentions
 from memoryd.memory.extract.names import canonical_name, entity_id
 from memoryd.memory.extract.rules import RuleCandidate, sentence_rules
 from memoryd.memory.extract.sentences import split_sentences
@@ -50,18 +49,16 @@ from memoryd.memory.extract.tasks import (
 from memoryd.memory.timeparse import TimeMention, find_times
 
 __all__ = [
-    "RELATIONS",
     "REQUEST_MARK",
     "Completion",
     "EntityMention",
     "Extraction",
-    "FactCandidate",
+    "KnownValue",
     "RuleCandidate",
     "TaskCandidate",
     "asks",
     "canonical_name",
     "clause_completions",
-    "clause_facts",
     "clause_rules",
     "clause_tasks",
     "entity_id",
@@ -69,6 +66,7 @@ __all__ = [
     "is_health_related",
     "related_drug_terms",
     "reports_done",
+    "split_sentences",
     "with_referent",
 ]
 
@@ -79,18 +77,17 @@ class Extraction:
 
     times: list[TimeMention]
     entities: list[EntityMention]
-    facts: list[FactCandidate]
     rules: list[RuleCandidate]
     tasks: list[TaskCandidate]
     completions: list[Completion]
 
 
-def extract(text: str, now: datetime) -> Extraction:
-    """Run every extractor over ``text``; relative times resolve against ``now``."""
+def extract(text: str, now: datetime, values: Sequence[KnownValue] = ()) -> Extraction:
+    """Run every extractor over ``text``; relative times resolve against ``now``. ``values``
+    are the reader's fact values, typed mentions first."""
     text = text.replace("\u2019", "'")
     times = find_times(text, now)
     sentences = split_sentences(text)
-    facts: list[Located] = []
     rules: list[RuleCandidate] = []
     tasks: list[TaskCandidate] = []
     completions: list[Completion] = []
@@ -99,10 +96,9 @@ def extract(text: str, now: datetime) -> Extraction:
             tasks.extend(requested_reminder(sentence, times, now))
             continue
         local = [t for t in times if sentence.start <= t.start < sentence.end]
-        facts.extend(sentence_facts(sentence, local))
         rules.extend(sentence_rules(sentence))
         tasks.extend(sentence_tasks(sentence, local, now))
         completions.extend(sentence_completions(sentence, local, now))
-    entities = entity_mentions(text, times, facts, {s.start for s in sentences})
+    entities = entity_mentions(text, times, values, {s.start for s in sentences})
     tasks = when_reminded(tasks, sentences, times, now)
-    return Extraction(times, entities, [f for f, _ in facts], rules, tasks, completions)
+    return Extraction(times, entities, rules, tasks, completions)

@@ -19,7 +19,6 @@ import dataclasses
 import re
 from datetime import datetime
 
-from memoryd.memory.extract.facts import NEGATED_CHANGE
 from memoryd.memory.extract.rules import (
     RuleCandidate,
     request_in_condition,
@@ -48,6 +47,10 @@ from memoryd.memory.extract.tasks import (
 from memoryd.memory.timeparse import TimeMention
 from memoryd.models import Parse, TaskStatus
 from memoryd.text import content_tokens
+
+NEGATED_CHANGE = rx(r"\b(?:no\s+longer|not\s+\w+(?:\s+\w+)?\s+any\s*more|anymore|any\s+more)\b")
+"""A negation that says something changed ("I don't need it anymore"): a reminder with a time
+ahead that says so is called off, not moved."""
 
 __all__ = ["asks", "clause_completions", "clause_rules", "clause_tasks", "reports_done"]
 

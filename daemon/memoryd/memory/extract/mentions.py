@@ -1,13 +1,13 @@
-"""Typed entity mentions: fact objects, drugs, capitalised names typed by gazetteers and
+"""Typed entity mentions: fact values, drugs, capitalised names typed by gazetteers and
 context cues, and times."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from memoryd.memory.extract.facts import Located
 from memoryd.memory.extract.health import WORD, is_drug
 from memoryd.memory.extract.names import (
     CAPITAL_STOPWORDS,
@@ -24,7 +24,14 @@ from memoryd.memory.extract.sentences import CLAUSE_OPENERS, overlaps, rx
 from memoryd.memory.timeparse import TimeMention
 from memoryd.models import EntityType
 
-__all__ = ["GREETINGS", "OBJECT_VERBS", "EntityMention", "MentionRole", "entity_mentions"]
+__all__ = [
+    "GREETINGS",
+    "OBJECT_VERBS",
+    "EntityMention",
+    "KnownValue",
+    "MentionRole",
+    "entity_mentions",
+]
 
 
 MentionRole = Literal["subject", "object", "mention"]
@@ -77,14 +84,18 @@ _GREETING_BEFORE = rx(rf"\b(?:{'|'.join(GREETINGS)})(?:\s+you)?[\s,]*$")
 _RELATIVE_BEFORE = rx(rf"\bmy\s+(?:{'|'.join(RELATIONSHIP_WORDS)}|best\s+friend)\s*,?\s*$")
 
 
+KnownValue = tuple[str, EntityType, int]
+"""A fact's value the reader found: its text, entity type and start in the text."""
+
+
 def entity_mentions(
-    text: str, times: list[TimeMention], facts: list[Located], starts: set[int]
+    text: str, times: list[TimeMention], values: Sequence[KnownValue], starts: set[int]
 ) -> list[EntityMention]:
-    """Typed mentions: fact objects first, then drugs, capitalised names and times; a later
+    """Typed mentions: fact values first, then drugs, capitalised names and times; a later
     source never re-types a span an earlier one claimed."""
     found: list[tuple[EntityMention, int]] = [
-        (EntityMention(f.object, f.object_type, "object", start), start + len(f.object))
-        for f, start in facts
+        (EntityMention(name, kind, "object", start), start + len(name))
+        for name, kind, start in values
     ]
     found += [
         (EntityMention(m.group(), EntityType.OBJECT, "mention", m.start()), m.end())

@@ -1,0 +1,25 @@
+"""The fact reader: the facts a turn states, read from the token states of the encoder pass
+that embeds it (a small numpy head trained on the written corpus, ``models/fact_corpus``).
+
+    reader = FactReader.load(Path("models"))
+    reader.read(text, states, offsets) → [ReadFact(subject=None, attribute="manager",
+                                                  value="Marcus Lee", kind="change", ...)]
+"""
+
+from memoryd.reader.head import READ_KINDS
+from memoryd.reader.reader import FactReader, ReadFact
+from memoryd.reader.score import LEVELS, ReaderScore, same_thing
+from memoryd.reader.slots import Slots, subject_name
+from memoryd.reader.spans import normalise
+
+__all__ = [
+    "LEVELS",
+    "READ_KINDS",
+    "FactReader",
+    "ReadFact",
+    "ReaderScore",
+    "Slots",
+    "normalise",
+    "same_thing",
+    "subject_name",
+]
