@@ -42,8 +42,10 @@ PAIR_FEATURES = 8
 
 
 def gelu(x: np.ndarray) -> np.ndarray:
-    """The tanh approximation (torch's ``approximate="tanh"``), as the training script uses."""
-    return 0.5 * x * (1.0 + np.tanh(0.7978845608028654 * (x + 0.044715 * x**3)))
+    """The tanh approximation (torch's ``approximate="tanh"``), as the training script uses.
+    ``x * x * x``, not ``x**3``: numpy's float32 power took 0.35 ms on a 22 x 256 array."""
+    out: np.ndarray = 0.5 * x * (1.0 + np.tanh(0.7978845608028654 * (x + 0.044715 * (x * x * x))))
+    return out
 
 
 def _softmax(z: np.ndarray) -> np.ndarray:
