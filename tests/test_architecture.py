@@ -26,7 +26,17 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     (
         "base",
         frozenset(
-            {"__init__", "models", "errors", "settings", "config", "text", "files", "tokens"}
+            {
+                "__init__",
+                "models",
+                "errors",
+                "settings",
+                "config",
+                "text",
+                "files",
+                "tokens",
+                "jsonlines",
+            }
         ),
     ),
     (

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memoryd.jsonlines import json_objects
 from memoryd.models import OTHER_ATTRIBUTE
 
 __all__ = [
@@ -147,16 +148,7 @@ class Pair:
 def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) of each non-blank line; a line that is not a JSON object raises."""
     with Path(path).open(encoding="utf-8") as fh:
-        for number, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                data = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise CorpusError(f"{path}:{number}: not JSON ({exc.msg})") from exc
-            if not isinstance(data, dict):
-                raise CorpusError(f"{path}:{number}: not a JSON object")
-            yield number, data
+        yield from json_objects(fh, CorpusError, lambda number: f"{path}:{number}")
 
 
 def _need(data: dict[str, Any], key: str, where: str, kind: type = str) -> Any:

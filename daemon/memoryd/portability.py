@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import sqlite3
 from collections.abc import Iterable, Iterator
 from datetime import datetime
@@ -22,6 +21,7 @@ from functools import partial
 from typing import Any
 
 from memoryd.errors import InvalidInputError, JournalError
+from memoryd.jsonlines import json_objects
 from memoryd.store import (
     HeaderStore,
     Journal,
@@ -95,15 +95,7 @@ def check_header(header: dict[str, Any] | None) -> None:
 def read_records(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
     """The JSON objects of an export's lines, blank lines skipped; InvalidInputError names the
     first line that is not one."""
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InvalidInputError(f"line {number}: not JSON ({exc.msg})") from exc
-        if not isinstance(record, dict):
-            raise InvalidInputError(f"line {number}: not a JSON object")
+    for _, record in json_objects(lines, InvalidInputError, lambda number: f"line {number}"):
         yield record
 
 
