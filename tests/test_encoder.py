@@ -174,3 +174,47 @@ def test_runtime_import_pulls_in_neither_torch_nor_transformers() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
     )
     assert result.stdout.strip() == "[]"
+
+
+def test_one_pass_gives_the_embedding_the_routing_vector_and_the_reading(
+    encoder: Encoder,
+) -> None:
+    text = "My sister Lena moved to Leeds in May."
+    encoded = encoder.encode(text)
+    vec, routing = encoder.embed_routed(text)
+    reading, offsets = encoder.reading(text)
+    np.testing.assert_allclose(encoded.embedding, vec, atol=1e-6)
+    np.testing.assert_allclose(encoder.routing(encoded), routing, atol=1e-6)
+    np.testing.assert_allclose(encoder.read(encoded), reading, atol=1e-6)
+    assert encoded.offsets == offsets
+    assert reading.shape == (len(offsets), encoder.dim)
+
+
+@pytest.mark.parametrize("first", ["numpy", "memoryd"])
+def test_blas_keeps_one_thread_whichever_is_imported_first(first: str) -> None:
+    """The reader's head multiplies small matrices on the encoder workers: OpenBLAS threads
+    would only fight them for the cores (batch ingest ran at half speed)."""
+    second = "memoryd" if first == "numpy" else "numpy"
+    code = (
+        f"import {first}, {second}\n"
+        "from threadpoolctl import threadpool_info\n"
+        "print(sorted({p['num_threads'] for p in threadpool_info() if p['user_api'] == 'blas'}))"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")}
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    )
+    assert result.stdout.strip() == "[1]"
+
+
+def test_an_explicit_blas_setting_wins() -> None:
+    code = (
+        "import numpy, memoryd\n"
+        "from threadpoolctl import threadpool_info\n"
+        "print(sorted({p['num_threads'] for p in threadpool_info() if p['user_api'] == 'blas'}))"
+    )
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "2"}
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    )
+    assert result.stdout.strip() == "[2]"

@@ -1,6 +1,7 @@
 """The façade on real parts: encoder, router, journal, ladybug graph, hnswlib."""
 
 import shutil
+import threading
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
@@ -364,3 +365,24 @@ def test_times_in_a_turn_are_read_on_the_speakers_clock(service: MemoryService) 
     # the same turn sent in UTC is the same turn
     (again,) = service.ingest("alice", [NewTurn("s1", Role.USER, text, sent.astimezone(UTC))])
     assert again.turn_id == receipt.turn_id and again.duplicate
+
+
+def test_a_turn_read_aside_while_the_workers_are_busy_is_read_by_its_caller(
+    service: MemoryService,
+) -> None:
+    """A single turn's facts are read on an encoder worker while it is routed; when every
+    worker is taken, the caller reads them itself instead of waiting."""
+    shared = service.shared
+    gate = threading.Event()
+    busy = [shared.encoding.submit(gate.wait) for _ in range(service.config.encoder.pool_size)]
+    new = NewTurn("s1", Role.USER, "My sister Lena moved to Leeds in May.")
+    encoded = shared.encoder.encode(new.text)
+    read: list[object] = []
+    caller = threading.Thread(target=lambda: read.append(shared.read_aside(new, encoded)()))
+    caller.start()
+    caller.join(60)
+    gate.set()
+    assert not caller.is_alive(), "the read waited for a busy worker"
+    assert all(f.result() for f in busy)
+    assert read == [shared.read_facts(new.role, new.text, encoded)]
+    assert read[0]  # the sister and where she lives

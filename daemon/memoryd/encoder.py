@@ -146,12 +146,13 @@ def _open_session(path: Path, threads: int) -> ort.InferenceSession:
 @dataclass(frozen=True)
 class Encoded:
     """What one pass of the encoder gives for a text (:meth:`Encoder.encode`): the embedding,
-    the routing vector, and the token states the fact reader reads with each piece's
-    characters (empty when the text was not to be read)."""
+    the last layer's and the trunk's token states ``(1, pieces, 384)`` (the router's and the
+    fact reader's top layers read the trunk: :meth:`Encoder.routing`, :meth:`Encoder.read`)
+    and each piece's characters."""
 
     embedding: np.ndarray
-    routing: np.ndarray
-    reading: np.ndarray
+    states: np.ndarray
+    trunk: np.ndarray
     offsets: list[tuple[int, int]]
 
 
@@ -230,30 +231,41 @@ class Encoder:
         (trunk,) = self._run(text, [TRUNK_OUTPUT])
         return trunk
 
-    def encode(self, text: str, read: bool = True) -> Encoded:
-        """One pass over ``text``: the embedding, the routing vector and (``read``) the token
-        states the fact reader reads, with each piece's characters."""
+    def encode(self, text: str) -> Encoded:
+        """One pass of the encoder over ``text`` (what the router's and the fact reader's top
+        layers then read)."""
         session = self._session
-        top = self._top
         if session is None:
             raise ClosedError("encoder")
+        encoding = self._tokenizer.encode(text)
+        states, trunk = session.run(["last_hidden_state", TRUNK_OUTPUT], _inputs(encoding))
+        return Encoded(_pool(states), states, trunk, list(encoding.offsets))
+
+    def routing(self, encoded: Encoded) -> np.ndarray:
+        """The routing vector of an encoded text: the router's tuned top layers over its
+        trunk, pooled; float32 ``(384,)``, unit norm."""
+        top = self._top
         if top is None:
             raise ModelMissingError(str(self._top_path), "ONNX router layers")
-        encoding = self._tokenizer.encode(text)
-        states, trunk = session.run(["last_hidden_state", TRUNK_OUTPUT], _inputs(encoding))
-        (routing,) = top.run([ROUTING_OUTPUT], {TRUNK_OUTPUT: trunk})
-        reading = self._reading(states, trunk) if read else np.zeros((0, self.dim), np.float32)
-        return Encoded(_pool(states), _pool(routing), reading, list(encoding.offsets))
+        (routing,) = top.run([ROUTING_OUTPUT], {TRUNK_OUTPUT: encoded.trunk})
+        return _pool(routing)
+
+    def read(self, encoded: Encoded) -> np.ndarray:
+        """The token states the fact reader reads of an encoded text, ``(pieces, 384)``: its
+        own tuned top layers over the trunk (else the encoder's last layer)."""
+        fact_top = self._fact_top
+        if fact_top is None:
+            out: np.ndarray = encoded.states[0]
+            return out
+        (reading,) = fact_top.run([READING_OUTPUT], {TRUNK_OUTPUT: encoded.trunk})
+        tuned: np.ndarray = reading[0]
+        return tuned
 
     def reading(self, text: str) -> tuple[np.ndarray, list[tuple[int, int]]]:
-        """What the fact reader reads of ``text`` (as :meth:`encode` gives it) and the pieces'
-        character offsets (special pieces: ``(0, 0)``)."""
-        session = self._session
-        if session is None:
-            raise ClosedError("encoder")
-        encoding = self._tokenizer.encode(text)
-        states, trunk = session.run(["last_hidden_state", TRUNK_OUTPUT], _inputs(encoding))
-        return self._reading(states, trunk), list(encoding.offsets)
+        """What the fact reader reads of ``text`` (:meth:`read`) and the pieces' character
+        offsets (special pieces: ``(0, 0)``)."""
+        encoded = self.encode(text)
+        return self.read(encoded), encoded.offsets
 
     def last_layer(self, text: str) -> tuple[np.ndarray, list[tuple[int, int]]]:
         """The last layer's token states of ``text``, ``(pieces, 384)``, and the pieces'
@@ -265,15 +277,6 @@ class Encoder:
         encoding = self._tokenizer.encode(text)
         (states,) = session.run(["last_hidden_state"], _inputs(encoding))
         return states[0], list(encoding.offsets)
-
-    def _reading(self, states: np.ndarray, trunk: np.ndarray) -> np.ndarray:
-        fact_top = self._fact_top
-        if fact_top is None:
-            out: np.ndarray = states[0]
-            return out
-        (reading,) = fact_top.run([READING_OUTPUT], {TRUNK_OUTPUT: trunk})
-        tuned: np.ndarray = reading[0]
-        return tuned
 
     def routing_states(self, text: str) -> np.ndarray:
         """The router top's token states of ``text``, ``(pieces, 384)``."""

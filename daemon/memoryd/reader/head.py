@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from memoryd.errors import ModelMissingError
-from memoryd.reader.spans import LAYERS, Span, decode, piece_shapes
+from memoryd.reader.spans import LAYERS, Span, decode, piece_shapes, word_starts
 
 __all__ = ["HEAD_FORMAT", "KINDS", "READ_KINDS", "ReaderHead", "Reading", "SpanFacts"]
 
@@ -104,6 +104,8 @@ class ReaderHead:
         self.input: str = str(meta["input"])
         self.shapes = bool(meta.get("shapes", False))
         """Whether the head reads the pieces' word shapes after the encoder's states."""
+        self._conv = np.ascontiguousarray(np.concatenate(list(self.w["conv_w"]), axis=1))
+        """The three taps of the convolution side by side: one product for all three."""
 
     @classmethod
     def load(cls, path: Path) -> ReaderHead:
@@ -125,10 +127,11 @@ class ReaderHead:
         with the pieces' shapes (:func:`memoryd.reader.spans.piece_shapes`) after them."""
         w = self.w
         h = gelu(x @ w["in_w"] + w["in_b"])
-        pad = np.zeros((1, h.shape[1]), dtype=np.float32)
-        prev = np.concatenate([pad, h[:-1]])
-        nxt = np.concatenate([h[1:], pad])
-        conv = prev @ w["conv_w"][0] + h @ w["conv_w"][1] + nxt @ w["conv_w"][2] + w["conv_b"]
+        width = h.shape[1]
+        taps = h @ self._conv  # each piece through the taps for before, itself and after
+        conv = taps[:, width : 2 * width] + w["conv_b"]
+        conv[1:] += taps[:-1, :width]  # the piece before
+        conv[:-1] += taps[1:, 2 * width :]  # the piece after
         c = gelu(conv)
         if "att_q" not in w:
             return c
@@ -163,11 +166,12 @@ class ReaderHead:
 
     def read(self, text: str, x: np.ndarray, offsets: list[tuple[int, int]]) -> Reading:
         """Read ``text`` from its token states ``x`` ``(pieces, D)`` and piece offsets."""
+        starts = word_starts(text, offsets)
         if self.shapes:
-            x = np.concatenate([x, piece_shapes(text, offsets)], axis=1)
+            x = np.concatenate([x, piece_shapes(text, offsets, starts)], axis=1)
         c = self.states(x)
         tags = self.tags(c)
-        spans = {name: decode(text, tags[i], offsets) for i, name in enumerate(LAYERS)}
+        spans = {name: decode(text, tags[i], offsets, starts) for i, name in enumerate(LAYERS)}
         facts = []
         for value in spans["value"]:
             z = self.span_vector(c, value)

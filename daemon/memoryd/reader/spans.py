@@ -39,7 +39,6 @@ IGNORE = -100
 SHAPE_FEATURES = 5
 """What the uncased encoder cannot see of a piece's word: a capital, all capitals, a digit, the
 first word of a sentence, a special piece."""
-_SENTENCE_END = re.compile(r"[.!?]\s*$")
 
 _EDGE = re.compile(r"^[\s,;:!?()\"“”'’.-]+|[\s,;:!?()\"“”'’-]+$|(?<=\w)\.$")
 _LEADING = re.compile(r"^(?:the|a|an|my|our|his|her|their|your)\s+", re.IGNORECASE)
@@ -76,17 +75,23 @@ def word_starts(text: str, offsets: Sequence[tuple[int, int]]) -> list[bool]:
     return starts
 
 
-def piece_shapes(text: str, offsets: Sequence[tuple[int, int]]) -> np.ndarray:
+def piece_shapes(
+    text: str, offsets: Sequence[tuple[int, int]], starts: Sequence[bool] | None = None
+) -> np.ndarray:
     """``(pieces, SHAPE_FEATURES)`` 0/1 features of each piece's word (its first piece's word
-    for a piece that continues one)."""
+    for a piece that continues one); ``starts`` is :func:`word_starts` of the pieces, when the
+    caller has it."""
     out = np.zeros((len(offsets), SHAPE_FEATURES), dtype=np.float32)
-    word_start = 0
-    for i, ((a, b), start) in enumerate(zip(offsets, word_starts(text, offsets), strict=True)):
+    starts = word_starts(text, offsets) if starts is None else starts
+    word_start, first = 0, 0.0
+    for i, ((a, b), start) in enumerate(zip(offsets, starts, strict=True)):
         if b <= a:
             out[i, 4] = 1.0
             continue
         if start:
             word_start = a
+            before = text[:word_start].rstrip()
+            first = float(not before or before[-1] in ".!?")
         end = b
         while end < len(text) and text[end].isalnum():
             end += 1
@@ -94,16 +99,20 @@ def piece_shapes(text: str, offsets: Sequence[tuple[int, int]]) -> np.ndarray:
         out[i, 0] = float(word[:1].isupper())
         out[i, 1] = float(len(word) > 1 and word.isupper())
         out[i, 2] = float(any(c.isdigit() for c in word))
-        out[i, 3] = float(
-            not text[:word_start].strip() or bool(_SENTENCE_END.search(text[:word_start]))
-        )
+        out[i, 3] = first
     return out
 
 
-def decode(text: str, tags: np.ndarray, offsets: Sequence[tuple[int, int]]) -> list[Span]:
+def decode(
+    text: str,
+    tags: np.ndarray,
+    offsets: Sequence[tuple[int, int]],
+    starts: Sequence[bool] | None = None,
+) -> list[Span]:
     """The spans of one layer's tag ids: each word takes its first piece's tag, a span runs
-    over the words from a B (or a stray I) through the I's after it."""
-    starts = word_starts(text, offsets)
+    over the words from a B (or a stray I) through the I's after it (``starts`` as for
+    :func:`piece_shapes`)."""
+    starts = word_starts(text, offsets) if starts is None else starts
     words: list[tuple[int, int, int]] = []  # tag, first piece, last piece
     for i, start in enumerate(starts):
         if start:

@@ -26,17 +26,17 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
 
 import numpy as np
 
 from memoryd.config import Config
-from memoryd.encoder import Encoder
+from memoryd.encoder import Encoded, Encoder
 from memoryd.heap import release_free_memory
 from memoryd.ingest import NewTurn, fold_entries, prepare
 from memoryd.llm import LLM
@@ -96,21 +96,28 @@ class Shared:
     encoding: Executor
     reader: FactReader
 
-    def read_facts(
-        self, turn: Turn, states: np.ndarray, offsets: list[tuple[int, int]]
-    ) -> list[ReadFact]:
-        """What the reader reads of a user or log turn from its token states (an assistant's
+    def read_facts(self, role: Role, text: str, encoded: Encoded) -> list[ReadFact]:
+        """What the reader reads of a user or log turn from its encoder pass (an assistant's
         turn states none of the user's facts: not read)."""
-        if turn.role is Role.ASSISTANT:
+        if role is Role.ASSISTANT:
             return []
-        return self.reader.read(turn.text, states, offsets)
+        return self.reader.read(text, self.encoder.read(encoded), encoded.offsets)
 
     def read_stored(self, turn: Turn) -> list[ReadFact]:
         """:meth:`read_facts` for a stored turn, encoding its text again."""
         if turn.role is Role.ASSISTANT:
             return []
-        states, offsets = self.encoder.reading(turn.text)
-        return self.reader.read(turn.text, states, offsets)
+        return self.read_facts(turn.role, turn.text, self.encoder.encode(turn.text))
+
+    def read_aside(self, new: NewTurn, encoded: Encoded) -> Callable[[], list[ReadFact]]:
+        """The facts of ``new``, read on an encoder worker while the caller routes it (a
+        single turn leaves the workers idle); the returned call gives them, reading them on
+        the caller's thread if no worker has taken the read by then."""
+        read = partial(self.read_facts, new.role, new.text, encoded)
+        if new.role is Role.ASSISTANT:
+            return read
+        future = self.encoding.submit(read)
+        return lambda: read() if future.cancel() else future.result()
 
 
 class Workspace:
@@ -198,12 +205,21 @@ class Workspace:
         the entries come in order, each as soon as it is ready (one turn is prepared on the
         calling thread)."""
         if len(pending) == 1:
-            return iter([self._prepare(*pending[0])])
+            return iter([self._prepare(*pending[0], alone=True)])
         return self.shared.encoding.map(lambda p: self._prepare(*p), pending)
 
-    def _prepare(self, new: NewTurn, turn_id: str, arrival: datetime) -> TurnEntry:
-        encoded = self.shared.encoder.encode(new.text, read=new.role is not Role.ASSISTANT)
-        decision, routing = self.router.route(encoded.routing, new.text)
+    def _prepare(
+        self, new: NewTurn, turn_id: str, arrival: datetime, alone: bool = False
+    ) -> TurnEntry:
+        """Encode, route, read and build one turn (``alone``: its facts are read on an encoder
+        worker meanwhile)."""
+        shared = self.shared
+        encoded = shared.encoder.encode(new.text)
+        if alone:
+            read = shared.read_aside(new, encoded)
+        else:
+            read = partial(shared.read_facts, new.role, new.text, encoded)
+        decision, routing = self.router.route(shared.encoder.routing(encoded), new.text)
         ts = new.ts or arrival
         offset = ts.utcoffset()
         turn = Turn(
@@ -219,8 +235,7 @@ class Workspace:
             confidence=decision.confidence,
             routed_by=decision.routed_by,
         )
-        facts = self.shared.read_facts(turn, encoded.reading, encoded.offsets)
-        return prepare(turn, encoded.embedding, routing, facts, self.shared.reader.slots)
+        return prepare(turn, encoded.embedding, routing, read(), shared.reader.slots)
 
     def _commit_new(
         self, ids: list[str], entries: Iterator[TurnEntry]
