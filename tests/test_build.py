@@ -25,6 +25,7 @@ from memoryd.models import (
     Task,
     TaskStatus,
     Turn,
+    index_text,
     memory_type,
 )
 from memoryd.reader import ReadFact
@@ -104,6 +105,20 @@ ALLERGY = ("allergy", "ibuprofen")
             (Label.SEMANTIC, Label.WORKING),
             ["Episode", "Fact", "Task"],
             (ALLERGY,),
+        ),
+        # a turn that says more than its facts keeps its Episode (the rest stays findable);
+        # one whose facts' sentences hold every word it says does not
+        (
+            "Yep! I've got a hand-painted bowl. My friend Ana made it for my 18th birthday.",
+            (Label.SEMANTIC,),
+            ["Episode", "Fact"],
+            (("friend", "Ana"),),
+        ),
+        (
+            "My friend Ana made it for my 18th birthday.",
+            (Label.SEMANTIC,),
+            ["Fact"],
+            (("friend", "Ana"),),
         ),
         # fragmented next to a real label is ignored
         ("I'm allergic to ibuprofen", (Label.FRAGMENTED, Label.SEMANTIC), ["Fact"], (ALLERGY,)),
@@ -356,3 +371,15 @@ def test_importance_heuristic(text: str, labels: tuple[Label, ...], expected: fl
 def test_importance_has_a_base_for_every_memory_type() -> None:
     assert set(BASE_IMPORTANCE) == set(MemoryType)
     assert all(1.0 <= v <= 10.0 for v in BASE_IMPORTANCE.values())
+
+
+def test_a_fact_is_indexed_by_its_statement_not_its_sentence() -> None:
+    """Two facts of one sentence would repeat its words in the lexical index; the sentence is
+    in the turn's Episode."""
+    text = "I'm allergic to ibuprofen. Found out at my sister's wedding."
+    records = _build(_turn(text, Label.SEMANTIC), ALLERGY)
+    (fact,) = [r for r in records if isinstance(r, Fact)]
+    assert any(isinstance(r, Episode) for r in records)
+    indexed = index_text(fact)
+    assert "ibuprofen" in indexed and "user" in indexed
+    assert "wedding" not in indexed

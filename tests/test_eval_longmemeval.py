@@ -198,21 +198,7 @@ def test_run_over_the_fixture(service: MemoryService) -> None:
     assert not any(service.user_exists(user_id_for(q)) for q in SCORED)
 
 
-@pytest.mark.parametrize(
-    "qtype",
-    [
-        "multi-session",
-        pytest.param(
-            "single-session-user",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="the reader's two facts of the answer turn repeat its words in the "
-                "lexical index, so 'tortoise' weighs less than 'give' of another turn (issue 37)",
-            ),
-        ),
-        "temporal-reasoning",
-    ],
-)
+@pytest.mark.parametrize("qtype", ["multi-session", "single-session-user", "temporal-reasoning"])
 def test_the_answer_turn_ranks_first(service: MemoryService, qtype: str) -> None:
     # each answer turn shares its rare words with the question (tortoise, pottery workshop,
     # kayak paddle) and no other turn does

@@ -311,9 +311,14 @@ def memory_type(memory: Memory) -> MemoryType:
 
 
 def index_text(memory: Memory) -> str:
-    """The text lexical search indexes: an episode is prefixed by who said it."""
+    """The text lexical search indexes: an episode is prefixed by who said it; a fact of an
+    inventory attribute is its subject and statement ("Tom lives in: Edinburgh"), not its
+    sentence, which the turn's Episode holds when the fact does not say all of it (two facts
+    of one sentence repeating its words made each of them weigh less in every other turn)."""
     if isinstance(memory, Episode) and memory.speaker:
         return f"{memory.speaker}: {memory.text}"
+    if isinstance(memory, Fact) and memory.relation != OTHER_ATTRIBUTE:
+        return f"{memory.subject} {memory.statement}"
     return memory.text
 
 

@@ -127,7 +127,8 @@ back at the post office")."""
 
 WHOLE_PARSES = frozenset({Parse.PATTERN, Parse.READER})
 """A record read whole (a fact the reader read, a rule or task a pattern read) needs no Episode
-beside it for its label; one read from the clause or kept as the sentence does."""
+beside it for its label; one read from the clause or kept as the sentence does (and a turn
+whose facts do not hold all it says keeps its Episode: :func:`_facts_hold`)."""
 HEALTH_ATTRIBUTES = frozenset({"allergy", "condition", "medication"})
 """Attributes whose facts are kept as semantic whatever the router said, and make the health
 profile of a health query."""
@@ -193,9 +194,22 @@ def build_memories(
         or Label.EPISODIC in labels
         or any(not by_label[label] for label in labels - {Label.EPISODIC})
         or any(getattr(m, "parse", Parse.PATTERN) not in WHOLE_PARSES for m in typed)
+        or not _facts_hold(turn.text, typed)
     )
     records: list[Memory] = [_episode(turn, extraction)] if wants_episode else []
     return _with_importance(records + typed)
+
+
+def _facts_hold(text: str, typed: Sequence[Memory]) -> bool:
+    """Whether the turn's records hold all it says, when the reader read facts of it: each
+    content word of ``text`` is in one record's text (a fact holds the sentence of its value).
+    The rest of a turn that says more than its facts ("I've got stuff with sentimental value,
+    like my hand-painted bowl. A friend made it for my 18th birthday …" read as no more than
+    a friend's name) stays findable in its Episode."""
+    if not any(getattr(m, "parse", None) is Parse.READER for m in typed):
+        return True
+    held = {w for m in typed for w in content_tokens(m.text)}
+    return all(w in held for w in content_tokens(text))
 
 
 def _with_importance(records: list[Memory]) -> list[Memory]:
