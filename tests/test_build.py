@@ -76,7 +76,7 @@ ALLERGY = ("allergy", "ibuprofen")
         (
             "I love hiking and swimming.",
             (Label.SEMANTIC,),
-            ["Fact", "Fact"],
+            ["Episode", "Fact", "Fact"],
             (("hobby", "hiking"), ("hobby", "swimming")),
         ),
         ("If it rains, take an umbrella.", (Label.PROCEDURAL,), ["Rule"], ()),
@@ -107,19 +107,14 @@ ALLERGY = ("allergy", "ibuprofen")
             (ALLERGY,),
         ),
         # a turn that says more than its facts keeps its Episode (the rest stays findable);
-        # one whose facts' sentences hold every word it says does not
+        # one whose facts' statements hold every word it says does not
         (
             "Yep! I've got a hand-painted bowl. My friend Ana made it for my 18th birthday.",
             (Label.SEMANTIC,),
             ["Episode", "Fact"],
             (("friend", "Ana"),),
         ),
-        (
-            "My friend Ana made it for my 18th birthday.",
-            (Label.SEMANTIC,),
-            ["Fact"],
-            (("friend", "Ana"),),
-        ),
+        ("My friend is Ana.", (Label.SEMANTIC,), ["Fact"], (("friend", "Ana"),)),
         # fragmented next to a real label is ignored
         ("I'm allergic to ibuprofen", (Label.FRAGMENTED, Label.SEMANTIC), ["Fact"], (ALLERGY,)),
         # a fact the reader reads is kept whatever the label: a turn called noise keeps it
@@ -337,7 +332,8 @@ def test_every_record_gets_its_importance_and_default_header() -> None:
 
 def test_importance_ranks_health_and_knowledge_above_chit_chat() -> None:
     (allergy,) = _build(_turn("I'm allergic to ibuprofen", Label.SEMANTIC), ALLERGY)
-    (hobby,) = _build(_turn("I love hiking in the mountains", Label.SEMANTIC), ("hobby", "hiking"))
+    hiking = _turn("I love hiking in the mountains", Label.SEMANTIC)
+    (_, hobby) = _build(hiking, ("hobby", "hiking"))  # and the Episode: "mountains"
     (chat,) = _build(_turn("The weather was nice at the beach today.", Label.EPISODIC))
     (short,) = _build(_turn("ok sure", Label.EPISODIC))
     assert importance(allergy) > importance(hobby) > importance(chat) > importance(short)

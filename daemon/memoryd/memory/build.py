@@ -82,6 +82,7 @@ from memoryd.models import (
     Task,
     TaskStatus,
     Turn,
+    index_text,
     memory_type,
 )
 from memoryd.reader import READ_KINDS, ReadFact, Slots, subject_name
@@ -129,6 +130,9 @@ WHOLE_PARSES = frozenset({Parse.PATTERN, Parse.READER})
 """A record read whole (a fact the reader read, a rule or task a pattern read) needs no Episode
 beside it for its label; one read from the clause or kept as the sentence does (and a turn
 whose facts do not hold all it says keeps its Episode: :func:`_facts_hold`)."""
+WORD_STEM = 4
+"""Letters two words share to count as one in :func:`_facts_hold` ("live" and "lives" of a
+fact's "lives in: Lisbon")."""
 HEALTH_ATTRIBUTES = frozenset({"allergy", "condition", "medication"})
 """Attributes whose facts are kept as semantic whatever the router said, and make the health
 profile of a health query."""
@@ -202,14 +206,15 @@ def build_memories(
 
 def _facts_hold(text: str, typed: Sequence[Memory]) -> bool:
     """Whether the turn's records hold all it says, when the reader read facts of it: each
-    content word of ``text`` is in one record's text (a fact holds the sentence of its value).
-    The rest of a turn that says more than its facts ("I've got stuff with sentimental value,
-    like my hand-painted bowl. A friend made it for my 18th birthday …" read as no more than
-    a friend's name) stays findable in its Episode."""
+    content word of ``text`` is in the text one record is found by (a fact: its subject and
+    statement, :func:`memoryd.models.index_text`). The rest of a turn that says more than its
+    facts ("I've got stuff with sentimental value, like my hand-painted bowl. A friend made it
+    for my 18th birthday …" read as no more than a friend's name) stays findable in its
+    Episode."""
     if not any(getattr(m, "parse", None) is Parse.READER for m in typed):
         return True
-    held = {w for m in typed for w in content_tokens(m.text)}
-    return all(w in held for w in content_tokens(text))
+    held = {w[:WORD_STEM] for m in typed for w in content_tokens(index_text(m))}
+    return all(w[:WORD_STEM] in held for w in content_tokens(text))
 
 
 def _with_importance(records: list[Memory]) -> list[Memory]:
