@@ -135,6 +135,31 @@ def test_an_ending_closes_only_the_value_it_names() -> None:
     assert current(records) == {("user", "doctor", "Dr Patel")}  # it named another doctor
 
 
+def test_an_ending_closes_a_value_it_names_in_part() -> None:
+    """ "phoned virgin and cancelled" ends "Virgin Media"; another value of its slot stays."""
+    virgin_media, ended = (
+        fact("subscription", "Virgin Media"),
+        fact("subscription", "virgin", kind="end"),
+    )
+    netflix = fact("subscription", "Netflix")
+    assert current(fold(virgin_media, netflix, ended)) == {("user", "subscription", "Netflix")}
+
+
+def test_a_value_stated_again_after_a_change_replaced_it_is_history() -> None:
+    """ "part-exchanged the corsa for a Kia Niro", then "dad thinks I should've run the corsa
+    into the ground": a mention of the car before, not a return to it; a change back is."""
+    corsa, niro = fact("car", "Corsa"), fact("car", "Kia Niro", kind="change", old="corsa", day=5)
+    mention = fact("car", "corsa", day=9)
+    records = fold(corsa, niro, mention)
+    assert current(records) == {("user", "car", "Kia Niro")}
+    assert (records[mention.id].valid_to, records[mention.id].superseded_by) == (
+        mention.valid_from,
+        niro.id,
+    )
+    back = fact("car", "corsa", kind="change", day=9)
+    assert current(fold(corsa, niro, back)) == {("user", "car", "corsa")}
+
+
 def test_the_same_value_reinforces_and_the_opposite_polarity_closes() -> None:
     first, again = fact("home_city", "Oslo"), fact("home_city", "oslo", day=1)
     records = fold(first, again)

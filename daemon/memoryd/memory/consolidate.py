@@ -21,7 +21,11 @@ bank account as well") or the reader is unsure of the attribute (below :data:`SU
 stay current and the older is marked ``doubted_by`` the newer (a reply says it may be out of
 date). In a slot of many values (allergies, pets, languages) a new value adds; a sure ``change``
 that names no old value replaces the slot's value when there is one, and marks the values as
-doubted when there are several. An ending closes only the value it names. Facts of an attribute
+doubted when there are several. An ending closes only the value it names (or names in part:
+"cancelled virgin" ends "Virgin Media"). A value stated again (a ``state``, not a ``change``)
+after the slot's current fact said it replaced that value ("part-exchanged the corsa for a
+Niro", then "dad says I should've kept the corsa") is a mention of the past: stored closed,
+superseded by the current fact. Facts of an attribute
 the inventory lacks (``other``) share no slot: only their own value, or a value named as
 replaced, touches them. A wrong closure is worse than none: nothing is closed on a guess.
 
@@ -210,9 +214,14 @@ def _fold_fact(fact: Fact, view: MemoryView, out: Consolidation, slots: Slots) -
     sure = fact.confidence >= SURE
     restated = False
     slot = [old for old in view.current_facts(fact.subject, [fact.relation]) if old.id != fact.id]
+    replaced_by = _replaced_by(fact, slot)
+    if replaced_by is not None:  # "dad thinks I should've run the corsa into the ground"
+        fact = dataclasses.replace(fact, valid_to=fact.valid_from, superseded_by=replaced_by.id)
+        ended = True
+        slot = []
     swaps = _swap(fact, slot, slots, sure)
     for old in slot:
-        if _same_value(old, fact):
+        if _same_value(old, fact) or (ended and _ends(fact, old)):
             if old.negated == fact.negated and not ended:
                 out.update(reinforce(old, fact), "reinforced", fact.turn_id)
                 restated = True
@@ -256,6 +265,24 @@ def _same_value(a: Fact, b: Fact) -> bool:
     once case, edge punctuation and a leading article are gone ("the Co-op", "co-op"); not
     a name inside another ("kayak club" is not the "Putney kayak club")."""
     return a.object.id == b.object.id or normalise(a.object.name) == normalise(b.object.name)
+
+
+def _replaced_by(fact: Fact, slot: list[Fact]) -> Fact | None:
+    """The current fact of the slot that says it replaced ``fact``'s value ("part-exchanged
+    the corsa for a Kia Niro", its ``old``), when ``fact`` only states that value again (a
+    ``state``, not a ``change``): a mention of the value before, not a return to it."""
+    if fact.kind != "state" or fact.negated or fact.valid_to is not None:
+        return None
+    said = [c for c in slot if c.old and not c.negated and not _same_value(c, fact)]
+    return next((c for c in said if same_thing(fact.object.name, c.old or "")), None)
+
+
+def _ends(ending: Fact, old: Fact) -> bool:
+    """Whether an ending names ``old``'s value, in part ("cancelled virgin" of "virgin
+    media")."""
+    return (
+        not ending.negated and not old.negated and same_thing(old.object.name, ending.object.name)
+    )
 
 
 def _before(fact: Fact, old: Fact) -> bool:
