@@ -15,7 +15,7 @@ from memoryd.encoder import Encoder, load_tokenizer
 from memoryd.errors import ModelMissingError
 from memoryd.fact_corpus import LabelledFact
 from memoryd.reader import FactReader, ReaderScore, ReadFact, same_thing
-from memoryd.reader.reader import HEAD_FILE
+from memoryd.reader.reader import HEAD_FILE, one_value_each
 from memoryd.reader.spans import IGNORE, decode, find_spans, normalise, piece_tags, word_starts
 from support.config import MODEL_DIR
 
@@ -158,3 +158,21 @@ def test_the_real_reader_on_plain_statements(
     encoder: Encoder, reader: FactReader, text: str, expected: set[tuple[str, str, str, str]]
 ) -> None:
     assert facts_of(encoder, reader, text) == expected
+
+
+def _read(subject: str | None, attribute: str, value: str, kind: str = "state") -> ReadFact:
+    return ReadFact(subject, attribute, value, kind, False, 0.9, 0.9, 0, len(value))
+
+
+def test_a_value_given_to_the_speaker_and_someone_named_is_theirs_in_a_one_value_slot(
+    reader: FactReader,
+) -> None:
+    """ "I'm in Oxford and mum's about an hour away in Swindon": the head gave Swindon to the
+    speaker as well as to mum; the speaker lives in one place."""
+    oxford, swindon = _read(None, "home_city", "Oxford"), _read(None, "home_city", "Swindon")
+    mums = _read("mum", "home_city", "Swindon")
+    assert one_value_each([oxford, swindon, mums], reader.slots) == [oxford, mums]
+    # alone, or in an attribute of many values, the speaker's share stays
+    assert one_value_each([swindon, mums], reader.slots) == [swindon, mums]
+    pets = [_read(None, "pet", "Rex"), _read(None, "pet", "Tilly"), _read("Tom", "pet", "Tilly")]
+    assert one_value_each(pets, reader.slots) == pets

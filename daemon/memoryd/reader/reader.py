@@ -8,7 +8,8 @@
 A value span takes the attribute and kind the head gives it most probability; its best
 candidate subject, and any other named one scoring at least ``second_subject``, so "Tom and
 Jess have moved to Edinburgh" gives one fact for each of them; an ``old`` span goes with the
-nearest value that changes.
+nearest value that changes. In an attribute of one value, a value given both to the speaker and
+to someone named is that someone's alone when the speaker has another (:func:`one_value_each`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from memoryd.reader.head import KINDS, ReaderHead, SpanFacts
 from memoryd.reader.slots import Slots
 from memoryd.reader.spans import Span, normalise
 
-__all__ = ["HEAD_FILE", "SUBJECT_THRESHOLD", "FactReader", "ReadFact"]
+__all__ = ["HEAD_FILE", "SUBJECT_THRESHOLD", "FactReader", "ReadFact", "one_value_each"]
 
 HEAD_FILE = "fact_reader.npz"
 TUNED = "tuned"
@@ -122,7 +123,7 @@ class FactReader:
         for span_facts in reading.facts:
             for fact in self._facts(span_facts, olds, reading.facts):
                 facts.setdefault(fact.key(), fact)
-        return list(facts.values())
+        return one_value_each(list(facts.values()), self.slots)
 
     def _facts(self, found: SpanFacts, olds: list[Span], every: list[SpanFacts]) -> list[ReadFact]:
         attribute = int(found.attribute.argmax())
@@ -148,6 +149,28 @@ class FactReader:
             )
             for s in chosen
         ]
+
+
+def one_value_each(facts: list[ReadFact], slots: Slots) -> list[ReadFact]:
+    """``facts`` without the speaker's share of a value the head also gave to someone the text
+    names, where that leaves the speaker two values of one attribute that holds one ("I'm in
+    Oxford and mum's about an hour away in Swindon": Swindon is mum's, not the speaker's too).
+    """
+    mine: dict[str, set[str]] = {}
+    theirs: set[tuple[str, str]] = set()
+    for f in facts:
+        if f.kind in HOLDS and not f.negated and slots.single(f.attribute):
+            if f.subject is None:
+                mine.setdefault(f.attribute, set()).add(f.value)
+            else:
+                theirs.add((f.attribute, f.value))
+    return [
+        f
+        for f in facts
+        if f.subject is not None
+        or len(mine.get(f.attribute, ())) < 2
+        or (f.attribute, f.value) not in theirs
+    ]
 
 
 def _subjects(scored: list[tuple[Span | None, float]], second: float) -> list[Span | None]:
