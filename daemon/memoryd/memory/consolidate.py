@@ -221,7 +221,7 @@ def _fold_fact(fact: Fact, view: MemoryView, out: Consolidation, slots: Slots) -
         slot = []
     swaps = _swap(fact, slot, slots, sure)
     for old in slot:
-        if _same_value(old, fact) or (ended and _ends(fact, old)):
+        if _same_value(old, fact) or (fact.kind == "end" and _ends(fact, old)):
             if old.negated == fact.negated and not ended:
                 out.update(reinforce(old, fact), "reinforced", fact.turn_id)
                 restated = True
