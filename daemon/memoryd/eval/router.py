@@ -14,7 +14,6 @@ call followed by ``Router.route``, and ``Router.route`` alone on a precomputed r
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -27,6 +26,7 @@ from tqdm import tqdm
 
 from memoryd.encoder import Encoder
 from memoryd.errors import InvalidInputError
+from memoryd.jsonlines import json_objects
 from memoryd.models import LABELS, Label
 from memoryd.router import Router, RouterHead, f1_scores, label_matrix
 
@@ -94,16 +94,8 @@ def load_examples(path: Path) -> list[Example]:
         raise InvalidInputError(f"{path}: no such file")
     examples = []
     with path.open(encoding="utf-8") as fh:
-        for number, raw in enumerate(fh, 1):
-            if not raw.strip():
-                continue
+        for number, data in json_objects(fh, InvalidInputError, lambda n: f"{path}:{n}"):
             where = f"{path}:{number}"
-            try:
-                data = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                raise InvalidInputError(f"{where}: not JSON ({exc.msg})") from exc
-            if not isinstance(data, dict):
-                raise InvalidInputError(f"{where}: expected a JSON object")
             text = data.get("text")
             if not isinstance(text, str):
                 raise InvalidInputError(f"{where}: 'text' must be a string")
