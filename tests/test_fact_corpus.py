@@ -106,6 +106,17 @@ def test_the_inventory_is_data_the_code_reads() -> None:
         assert name in names
     assert slots.label("likes", negated=True) == "does not like"
     assert slots.label("other") == ""
+    assert slots.ending_with("medication") == ("dose",) and slots.ending_with("dose") == ()
+
+
+def test_an_inventory_naming_an_unknown_attribute_to_end_with_is_refused(tmp_path: Path) -> None:
+    data = json.loads((MODELS / INVENTORY_FILE).read_text())
+    dose = next(a for a in data["attributes"] if a["name"] == "dose")
+    dose["ends_with"] = "medicine"
+    bad = tmp_path / INVENTORY_FILE
+    bad.write_text(json.dumps(data))
+    with pytest.raises(CorpusError, match="dose: ends_with 'medicine' is no attribute"):
+        load_inventory(bad)
 
 
 @pytest.mark.parametrize(

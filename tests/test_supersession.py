@@ -202,6 +202,34 @@ def test_a_change_in_a_many_value_slot_replaces_its_one_value_and_doubts_several
     assert len(current(records)) == 2 and records[sertraline.id].doubted_by is None
 
 
+def test_a_dose_ends_with_its_medicine() -> None:
+    """The inventory's ``ends_with``: sertraline replaced or stopped takes "Sertraline — dose:
+    50mg" with it; the dose of a medicine someone still takes stays."""
+    sertraline, dose = fact("medication", "sertraline"), fact("dose", "50mg", subject="Sertraline")
+    swapped = fact("medication", "citalopram", kind="change", day=2)
+    new_dose = fact("dose", "20mg", subject="Citalopram", day=2)
+    records = fold(sertraline, dose, swapped, new_dose)
+    assert current(records) == {
+        ("user", "medication", "citalopram"),
+        ("Citalopram", "dose", "20mg"),
+    }
+    assert (records[dose.id].valid_to, records[dose.id].superseded_by) == (
+        swapped.valid_from,
+        swapped.id,
+    )
+    stopped = fact("medication", "sertraline", kind="end", day=5)
+    assert current(fold(sertraline, dose, stopped)) == set()
+    # another medicine ended, or mum's sertraline while the user still takes it: the dose stays
+    vitamin = fact("medication", "vitamin D")
+    ended = fact("medication", "vitamin D", kind="end", day=5)
+    assert ("Sertraline", "dose", "50mg") in current(fold(sertraline, dose, vitamin, ended))
+    mums = fact("medication", "sertraline", subject="Mum", day=1)
+    mum_stopped = fact("medication", "sertraline", subject="Mum", kind="end", day=5)
+    records = fold(sertraline, dose, mums, mum_stopped)
+    assert records[mums.id].valid_to is not None
+    assert ("Sertraline", "dose", "50mg") in current(records)
+
+
 def test_a_past_statement_journaled_late_is_history() -> None:
     leeds = fact("home_city", "Leeds", day=10)
     york = fact("home_city", "York", day=2)  # said earlier, arrives later (an import)

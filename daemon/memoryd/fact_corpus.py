@@ -68,6 +68,9 @@ class Attribute:
     negative_label: str
     aliases: tuple[str, ...]
     about: str
+    ends_with: str | None = None
+    """The attribute whose value a fact of this one is about ("dose" of a "medication"): the
+    fact ends when that value's fact does."""
 
     @property
     def single(self) -> bool:
@@ -105,11 +108,15 @@ def load_inventory(path: Path) -> Inventory:
                 negative_label=raw["negative_label"],
                 aliases=tuple(raw.get("aliases", ())),
                 about=raw.get("about", ""),
+                ends_with=raw.get("ends_with"),
             )
         )
     names = [a.name for a in attributes]
     if len(set(names)) != len(names) or OTHER in names:
         raise CorpusError(f"{path}: attribute names repeat or use {OTHER!r}")
+    for a in attributes:
+        if a.ends_with is not None and a.ends_with not in names:
+            raise CorpusError(f"{path}: {a.name}: ends_with {a.ends_with!r} is no attribute")
     return Inventory(version=int(data["version"]), attributes=tuple(attributes))
 
 

@@ -25,7 +25,9 @@ doubted when there are several. An ending closes only the value it names (or nam
 "cancelled virgin" ends "Virgin Media"). A value stated again (a ``state``, not a ``change``)
 after the slot's current fact said it replaced that value ("part-exchanged the corsa for a
 Niro", then "dad says I should've kept the corsa") is a mention of the past: stored closed,
-superseded by the current fact. Facts of an attribute
+superseded by the current fact. A fact the inventory says ends with another's value
+(``ends_with``: a dose with its medicine) closes when that value's fact closes and nobody's
+current fact still holds it. Facts of an attribute
 the inventory lacks (``other``) share no slot: only their own value, or a value named as
 replaced, touches them. A wrong closure is worse than none: nothing is closed on a guess.
 
@@ -46,7 +48,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from memoryd.models import Effect, Fact, Memory, Parse, Rule, State, Task, TaskStatus, Turn
-from memoryd.reader import Slots, normalise, same_thing
+from memoryd.reader import Slots, normalise, same_thing, subject_name
 from memoryd.store import Journal
 from memoryd.text import content_tokens
 
@@ -77,6 +79,8 @@ class MemoryView(Protocol):
     def current_facts(self, subject: str, relations: Sequence[str]) -> list[Fact]: ...
 
     def current_facts_of(self, subject: str) -> list[Fact]: ...
+
+    def current_facts_in(self, relation: str) -> list[Fact]: ...
 
     def open_tasks(self) -> list[Task]: ...
 
@@ -135,6 +139,16 @@ class BatchView:
             if isinstance(f, Fact) and f.subject == subject and f.valid_to is None
         ]
 
+    def current_facts_in(self, relation: str) -> list[Fact]:
+        """Every subject's current facts of ``relation`` (a few: read only when a value that
+        others' facts depend on ends)."""
+        stored = [m.memory for m in self.journal.facts(relations=[relation])]
+        return [
+            f
+            for f in self._merged(stored, Fact)
+            if isinstance(f, Fact) and f.relation == relation and f.valid_to is None
+        ]
+
     def open_tasks(self) -> list[Task]:
         """Read from the journal once per view: every change the batch makes to a task is
         staged, and staged records win."""
@@ -167,6 +181,9 @@ class StagedView:
 
     def current_facts_of(self, subject: str) -> list[Fact]:
         return [f for f in self._facts.values() if f.subject == subject and f.valid_to is None]
+
+    def current_facts_in(self, relation: str) -> list[Fact]:
+        return [f for f in self._facts.values() if f.relation == relation and f.valid_to is None]
 
     def open_tasks(self) -> list[Task]:
         return []
@@ -204,6 +221,7 @@ def consolidate(
         if isinstance(memory, Rule) and _fold_rule(memory, view, out):
             continue
         out.memories.append(memory)
+    _end_dependents(view, out, slots)
     return out
 
 
@@ -244,6 +262,37 @@ def _fold_fact(fact: Fact, view: MemoryView, out: Consolidation, slots: Slots) -
             if old.id != fact.id and _names_old(fact, old):
                 _close(old, fact, out)
     return None if restated else fact
+
+
+def _end_dependents(view: MemoryView, out: Consolidation, slots: Slots) -> None:
+    """Close the facts about a value that ended in this turn which the inventory says end
+    with it: a medicine stopped or replaced takes its dose ("swapped me onto citalopram"
+    closes sertraline, and so "Sertraline — dose: 50mg"), unless its holder still has it."""
+    for closed in [f for f in out.updates if isinstance(f, Fact) and f.valid_to is not None]:
+        dependents = slots.ending_with(closed.relation)
+        if not dependents or closed.negated or closed.superseded_by is None:
+            continue
+        if _still_held(closed, view, out):
+            continue
+        updated = {u.id for u in out.updates}
+        for fact in view.current_facts(subject_name(closed.object.name), list(dependents)):
+            if fact.id not in updated:
+                ended = dataclasses.replace(
+                    fact, valid_to=closed.valid_to, superseded_by=closed.superseded_by
+                )
+                out.update(ended, "superseded", closed.superseded_by)
+
+
+def _still_held(closed: Fact, view: MemoryView, out: Consolidation) -> bool:
+    """Whether a current fact of anyone (stored, or new in this turn) still holds ``closed``'s
+    value in its attribute: doses are facts of the medicine, not of who takes it, so the
+    user's sertraline dose stays while their mum's sertraline is the one that stopped."""
+    updated = {u.id for u in out.updates}
+    new = [f for f in out.memories if isinstance(f, Fact) and f.relation == closed.relation]
+    return any(
+        f.id not in updated and f.valid_to is None and not f.negated and _same_value(f, closed)
+        for f in [*view.current_facts_in(closed.relation), *new]
+    )
 
 
 def _swap(fact: Fact, slot: list[Fact], slots: Slots, sure: bool) -> list[Fact]:

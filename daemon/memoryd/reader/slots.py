@@ -3,6 +3,7 @@ holds at a time, how a reply names it, what kind of entity its value is.
 
     slots = Slots(load_inventory(models / INVENTORY_FILE))
     slots.single("manager")             → True: a new manager replaces the old one
+    slots.ending_with("medication")     → ("dose",): a dose ends with its medicine
     slots.label("likes", negated=True)  → "does not like"
     subject_name("my sister aoife's")   → "Aoife"
 """
@@ -55,6 +56,11 @@ class Slots:
         the judge decides)."""
         found = self._attributes.get(attribute)
         return found is not None and found.single
+
+    def ending_with(self, attribute: str) -> tuple[str, ...]:
+        """The attributes whose facts are about a value of ``attribute`` and end with it
+        (``medication`` → ``("dose",)``: a medicine stopped takes its dose with it)."""
+        return tuple(a.name for a in self.inventory.attributes if a.ends_with == attribute)
 
     def label(self, attribute: str, negated: bool = False) -> str:
         """How a reply names the attribute ("" for ``other``: the sentence says it)."""
