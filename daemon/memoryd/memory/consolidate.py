@@ -45,6 +45,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Protocol
 
 from memoryd.models import Effect, Fact, Memory, Parse, Rule, State, Task, TaskStatus, Turn
@@ -277,10 +278,7 @@ def _end_dependents(view: MemoryView, out: Consolidation, slots: Slots) -> None:
         updated = {u.id for u in out.updates}
         for fact in view.current_facts(subject_name(closed.object.name), list(dependents)):
             if fact.id not in updated:
-                ended = dataclasses.replace(
-                    fact, valid_to=closed.valid_to, superseded_by=closed.superseded_by
-                )
-                out.update(ended, "superseded", closed.superseded_by)
+                _close_at(fact, closed.valid_to, closed.superseded_by, out)
 
 
 def _still_held(closed: Fact, view: MemoryView, out: Consolidation) -> bool:
@@ -344,8 +342,13 @@ def _names_old(fact: Fact, old: Fact) -> bool:
 
 
 def _close(old: Fact, new: Fact, out: Consolidation) -> None:
-    closed = dataclasses.replace(old, valid_to=new.valid_from, superseded_by=new.id)
-    out.update(closed, "superseded", new.id)
+    _close_at(old, new.valid_from, new.id, out)
+
+
+def _close_at(old: Fact, when: datetime | None, by: str, out: Consolidation) -> None:
+    """Close ``old`` at ``when``, superseded by the fact with id ``by``."""
+    closed = dataclasses.replace(old, valid_to=when, superseded_by=by)
+    out.update(closed, "superseded", by)
 
 
 def _doubt(old: Fact, new: Fact, out: Consolidation) -> None:
