@@ -20,8 +20,10 @@ MODEL_FILES := $(MODELS)/minilm-l6-v2-int8.onnx $(MODELS)/tokenizer.json $(MODEL
 ROUTER_TOP := $(MODELS)/router-top-int8.onnx
 ROUTER_HEAD := $(MODELS)/router_head.npz $(MODELS)/router_seed.npz
 FACT_READER := $(MODELS)/fact_reader.npz
+FACT_JUDGE := $(MODELS)/fact_judge.npz
 CORPUS_TRAIN := $(wildcard $(MODELS)/router_corpus/train/*.jsonl)
 FACT_CORPUS_TRAIN := $(wildcard $(MODELS)/fact_corpus/train/*.jsonl)
+FACT_CORPUS_JUDGE := $(wildcard $(MODELS)/fact_corpus/judge/*.jsonl)
 LOCOMO ?= ../shared/data/locomo/locomo10.json
 export HF_HUB_OFFLINE := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
@@ -85,7 +87,7 @@ $(KUZU_VENV)/.installed: pyproject.toml $(HNSWLIB_BUILT)
 	$(KUZU_VENV)/bin/pip install -q --find-links $(WHEELS) -e '.[test,kuzu]'
 	touch $@
 
-models: $(MODEL_FILES) $(ROUTER_TOP) $(ROUTER_HEAD) $(FACT_READER)
+models: $(MODEL_FILES) $(ROUTER_TOP) $(ROUTER_HEAD) $(FACT_READER) $(FACT_JUDGE)
 
 # torch==2.13.0 is the CPU build on local disk; any other torch pulls a multi-GB CUDA build.
 # The optimum-onnx exporter (optimum 2.1) needs transformers < 4.58, and sentence-transformers 6
@@ -113,6 +115,11 @@ $(ROUTER_HEAD) &: $(CORPUS_TRAIN) $(ROUTER_TOP) $(MODELS)/tokenizer.json scripts
 $(FACT_READER): $(FACT_CORPUS_TRAIN) $(MODELS)/fact_inventory.json $(MODELS)/minilm-l6-v2-int8.onnx \
 		scripts/train_fact_reader.py | $(BUILD_STAMP)
 	$(BUILD_VENV)/bin/python scripts/train_fact_reader.py --out $(MODELS)
+
+# The fact judge, one layer over the reader's head, trained on the corpus (~2 min).
+$(FACT_JUDGE): $(FACT_READER) $(FACT_CORPUS_TRAIN) $(FACT_CORPUS_JUDGE) \
+		scripts/train_fact_judge.py | $(VENV)/.installed
+	OPENBLAS_NUM_THREADS=1 $(BIN)/python scripts/train_fact_judge.py --out $(MODELS)
 
 lint: install
 	$(BIN)/ruff check daemon tests scripts

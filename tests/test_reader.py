@@ -15,6 +15,7 @@ from memoryd.encoder import Encoder, load_tokenizer
 from memoryd.errors import ModelMissingError
 from memoryd.fact_corpus import LabelledFact
 from memoryd.reader import FactReader, ReaderScore, ReadFact, same_thing
+from memoryd.reader.judge import JUDGE_FILE, FactJudge
 from memoryd.reader.reader import HEAD_FILE, one_value_each
 from memoryd.reader.spans import IGNORE, decode, find_spans, normalise, piece_tags, word_starts
 from support.config import MODEL_DIR
@@ -95,7 +96,7 @@ def test_scoring_levels() -> None:
 
 
 def test_the_head_must_match_the_inventory_and_the_manifest(tmp_path: Path) -> None:
-    for name in ("fact_inventory.json", HEAD_FILE, "manifest.json"):
+    for name in ("fact_inventory.json", HEAD_FILE, JUDGE_FILE, "manifest.json"):
         shutil.copy(MODEL_DIR / name, tmp_path / name)
     FactReader.load(tmp_path)
     (tmp_path / HEAD_FILE).write_bytes((MODEL_DIR / HEAD_FILE).read_bytes() + b"x")
@@ -111,6 +112,25 @@ def test_the_head_must_match_the_inventory_and_the_manifest(tmp_path: Path) -> N
     (tmp_path / HEAD_FILE).unlink()
     with pytest.raises(ModelMissingError):
         FactReader.load(tmp_path)
+
+
+def test_the_judge_must_match_the_manifest_and_the_head(tmp_path: Path) -> None:
+    """The judge reads the reader head's states: a judge file changed after the build, or
+    trained over another head, is refused."""
+    for name in ("fact_inventory.json", HEAD_FILE, JUDGE_FILE, "manifest.json"):
+        shutil.copy(MODEL_DIR / name, tmp_path / name)
+    (tmp_path / JUDGE_FILE).write_bytes((MODEL_DIR / JUDGE_FILE).read_bytes() + b"x")
+    with pytest.raises(ModelMissingError, match="fact judge recorded"):
+        FactReader.load(tmp_path)
+    shutil.copy(MODEL_DIR / JUDGE_FILE, tmp_path / JUDGE_FILE)
+    manifest = json.loads((MODEL_DIR / "manifest.json").read_text())
+    manifest["fact_reader"]["file"]["sha256"] = "0" * 64  # as if the head were retrained
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ModelMissingError, match="trained over the built reader head"):
+        FactJudge.load(tmp_path, FactReader.load(MODEL_DIR).head)
+    (tmp_path / JUDGE_FILE).unlink()
+    with pytest.raises(ModelMissingError, match="fact judge"):
+        FactReader.load(tmp_path, verify=False)
 
 
 def facts_of(encoder: Encoder, reader: FactReader, text: str) -> set[tuple[str, str, str, str]]:

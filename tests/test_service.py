@@ -18,6 +18,7 @@ from memoryd.errors import (
 )
 from memoryd.ingest import NewTurn
 from memoryd.models import MemoryType, Role, Task, TaskStatus
+from memoryd.reader import ReadFact
 from memoryd.retrieve import QueryParams
 from memoryd.service import MemoryService
 from memoryd.store.graph import GraphStore
@@ -377,12 +378,12 @@ def test_a_turn_read_aside_while_the_workers_are_busy_is_read_by_its_caller(
     busy = [shared.encoding.submit(gate.wait) for _ in range(service.config.encoder.pool_size)]
     new = NewTurn("s1", Role.USER, "My sister Lena moved to Leeds in May.")
     encoded = shared.encoder.encode(new.text)
-    read: list[object] = []
-    caller = threading.Thread(target=lambda: read.append(shared.read_aside(new, encoded)()))
+    read: list[list[ReadFact]] = []
+    caller = threading.Thread(target=lambda: read.append(shared.read_aside(new, encoded)()[0]))
     caller.start()
     caller.join(60)
     gate.set()
     assert not caller.is_alive(), "the read waited for a busy worker"
     assert all(f.result() for f in busy)
-    assert read == [shared.read_facts(new.role, new.text, encoded)]
+    assert read == [shared.read_facts(new.role, new.text, encoded)[0]]
     assert read[0]  # the sister and where she lives

@@ -11,13 +11,14 @@ LLM abstraction pass alike.
 3. **Commit** (:class:`memoryd.workspace.writes.Writes`): journal, in one transaction across the
    stores of the journal file, then project onto the graph and vectors.
 
-A new turn is embedded, routed and read before step 1 (:func:`prepare`); a relabelled turn keeps
-its vector and facts and takes the LLM's labels (:func:`relabelled`); an abstraction pass
-brings records an LLM derived from episodes and starts at step 2. ``slots`` (the inventory) says
-how facts fold.
+A new turn is embedded, routed and read before step 1 (:func:`prepare`, which also lists the
+stored values the turn may name, for the fact judge: :mod:`memoryd.memory.hearing`); a
+relabelled turn keeps its vector and facts and takes the LLM's labels (:func:`relabelled`); an
+abstraction pass brings records an LLM derived from episodes and starts at step 2. ``slots``
+(the inventory) says how facts fold.
 
-    entry = prepare(turn, vector, routing, facts, slots)          # off the writer
-    entries = fold_entries([entry, ...], journal, resolver, slots)   # on the writer
+    prepared = prepare(turn, vector, routing, facts, slots, named)     # off the writer
+    entries = fold_entries([prepared, ...], journal, resolver, slots)  # on the writer
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from memoryd.memory import (
     BatchView,
     EntityResolver,
     MemoryView,
+    Named,
     build_memories,
     build_reports,
     consolidate,
@@ -43,9 +45,11 @@ from memoryd.memory import (
 )
 from memoryd.models import (
     Effect,
+    Fact,
     Label,
     Memory,
     MemoryRef,
+    Parse,
     Receipt,
     Role,
     RoutedBy,
@@ -55,7 +59,16 @@ from memoryd.models import (
 from memoryd.reader import ReadFact, Slots
 from memoryd.store import Journal, Relabel, Routing, TurnEntry
 
-__all__ = ["Folded", "NewTurn", "build", "fold", "fold_entries", "prepare", "relabelled"]
+__all__ = [
+    "Folded",
+    "NewTurn",
+    "Prepared",
+    "build",
+    "fold",
+    "fold_entries",
+    "prepare",
+    "relabelled",
+]
 
 
 @dataclass(frozen=True)
@@ -89,6 +102,15 @@ class Folded:
     aliases: dict[str, list[str]]
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """A turn ready to fold: its entry, and the stored values it may name (None: an assistant's
+    turn, whose words end nothing)."""
+
+    entry: TurnEntry
+    named: Named | None = None
+
+
 def build(turn: Turn, facts: Sequence[ReadFact], slots: Slots) -> list[Memory]:
     """The records ``turn``'s labels ask for, filled from its extraction, the facts the reader
     read of it (``facts``), and the completions it reports outside working memory, which fold
@@ -105,10 +127,15 @@ def _refs(memories: Sequence[Memory]) -> tuple[MemoryRef, ...]:
 
 
 def prepare(
-    turn: Turn, vector: np.ndarray, routing: Routing, facts: Sequence[ReadFact], slots: Slots
-) -> TurnEntry:
+    turn: Turn,
+    vector: np.ndarray,
+    routing: Routing,
+    facts: Sequence[ReadFact],
+    slots: Slots,
+    named: Named | None = None,
+) -> Prepared:
     """A routed and read turn (labels, confidence and ``routed_by`` set; ``facts`` the reader
-    read of it) and its built records."""
+    read of it, ``named`` the stored values it may name) and its built records."""
     memories = build(turn, facts, slots)
     receipt = Receipt(
         turn_id=turn.turn_id,
@@ -118,7 +145,7 @@ def prepare(
         low_confidence=routing.low_confidence,
         memories=_refs(memories),
     )
-    return TurnEntry(turn, vector, memories, receipt, routing)
+    return Prepared(TurnEntry(turn, vector, memories, receipt, routing), named)
 
 
 def fold(
@@ -127,23 +154,24 @@ def fold(
     view: MemoryView,
     resolver: EntityResolver,
     slots: Slots,
+    named: Named | None = None,
 ) -> Folded:
     """Step 2 for one turn's records (or an abstraction batch's, ``turn`` None)."""
     aliases = resolver.resolve_memories(memories)
-    result = consolidate(turn, memories, view, slots)
+    result = consolidate(turn, memories, view, slots, named)
     names = {entity_id: sorted(found) for entity_id, found in aliases.items()}
     return Folded(result.memories, result.updates, result.effects, names)
 
 
 def fold_entries(
-    entries: Iterable[TurnEntry], journal: Journal, resolver: EntityResolver, slots: Slots
+    prepared: Iterable[Prepared], journal: Journal, resolver: EntityResolver, slots: Slots
 ) -> list[TurnEntry]:
     """Fold each entry in order, each seeing what the ones before it did; the receipts list the
-    records stored and the effects. ``entries`` may be a stream: each is folded as it comes."""
+    records stored and the effects. ``prepared`` may be a stream: each is folded as it comes."""
     view = BatchView(journal)
     out = []
-    for entry in entries:
-        folded = fold(entry.turn, entry.memories, view, resolver, slots)
+    for entry, named in ((p.entry, p.named) for p in prepared):
+        folded = fold(entry.turn, entry.memories, view, resolver, slots, named)
         view.stage([*folded.memories, *folded.updates])
         receipt = dataclasses.replace(
             entry.receipt, memories=_refs(folded.memories), effects=tuple(folded.effects)
@@ -176,6 +204,11 @@ def relabelled(
     reader reads of it) and folded like a new turn, against the stored memory without the
     turn's own records."""
     turn = dataclasses.replace(turn, labels=labels, routed_by=RoutedBy.LLM)
-    memories = build(turn, facts, slots)
+    judged = [  # the judge's endings do not depend on the labels: they stand
+        m
+        for m in (s.memory for s in journal.memories_of_turn(turn.turn_id))
+        if isinstance(m, Fact) and m.parse is Parse.JUDGE
+    ]
+    memories = [*build(turn, facts, slots), *judged]
     folded = fold(turn, memories, BatchView(journal, turn.turn_id), resolver, slots)
     return Relabel(turn, folded.memories, source, holdout, after_round, updates=folded.updates)

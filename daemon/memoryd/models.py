@@ -62,12 +62,14 @@ class Parse(StrEnum):
     (facts), a specific ``pattern`` ("if it rains, I cycle"; facts of stores written before the
     reader), the ``clause`` the router's label asked for when no pattern matched (a trigger and
     an action, an action and a due time, a verb and its object), or ``generic`` (the sentence
-    itself, when even the clause could not be read)."""
+    itself, when even the clause could not be read); an ending of a stored fact the turn names
+    again is the fact ``judge``'s (:mod:`memoryd.memory.hearing`)."""
 
     PATTERN = "pattern"
     CLAUSE = "clause"
     GENERIC = "generic"
     READER = "reader"
+    JUDGE = "judge"
 
 
 class Origin(StrEnum):

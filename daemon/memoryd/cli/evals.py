@@ -342,6 +342,46 @@ def eval_reader(
     _write_out(report.format(), out)
 
 
+@eval_group.command("judge")
+@config_options
+@click.argument(
+    "path",
+    type=click.Path(path_type=Path, exists=True),
+    default=Path(__file__).resolve().parents[3] / "models" / "fact_corpus" / "dev",
+)
+@click.option("--out", type=click.Path(path_type=Path, dir_okay=False), help="Also write here.")
+@domain_errors
+def eval_judge(
+    config_path: Path | None,
+    data_dir: Path | None,
+    model_dir: Path | None,
+    path: Path,
+    out: Path | None,
+) -> None:
+    """The fact judge on annotated lines: does it hear a value as over exactly when it is?
+
+    \b
+    PATH: a file of the fact corpus (single lines or change pairs) or a directory of them
+    (default: the dev split, models/fact_corpus/dev). Examples:
+      pairs  each value of a first trace that the second names again: over when it is stale
+      lines  each annotated value: over when the line ends it (kind end)
+    Precision, recall and F1 of "over" at the judge's threshold.
+    """
+    from memoryd.encoder import Encoder
+    from memoryd.eval import run_judge
+    from memoryd.reader import FactReader
+
+    config = load(config_path, data_dir=data_dir, model_dir=model_dir)
+    encoder = Encoder(config.model_dir, threads=config.encoder.threads)
+    try:
+        reader = FactReader.load(config.model_dir)
+        reader.check_input(encoder.reads_tuned)
+        report = run_judge(encoder, reader, path)
+    finally:
+        encoder.close()
+    _write_out(report.format(), out)
+
+
 _HEAD_OPTION = click.option(
     "--head",
     "head_path",

@@ -1,8 +1,9 @@
 """`memoryd eval`: LoCoMo and LongMemEval retrieval, semantic facts against LoCoMo's
-observations, typed memory and fact updates on scenarios, the fact reader on annotated lines,
-and the router's F1 and self-enhancement loop. Datasets are read in place."""
+observations, typed memory and fact updates on scenarios, the fact reader and its judge on
+annotated lines, and the router's F1 and self-enhancement loop. Datasets are read in place."""
 
 from memoryd.eval.facts import run_facts
+from memoryd.eval.judge import run_judge
 from memoryd.eval.locomo import load_locomo, run_locomo
 from memoryd.eval.longmemeval import run_longmemeval
 from memoryd.eval.reader import run_reader
@@ -18,6 +19,7 @@ __all__ = [
     "load_locomo",
     "plot_loop",
     "run_facts",
+    "run_judge",
     "run_locomo",
     "run_longmemeval",
     "run_loop",

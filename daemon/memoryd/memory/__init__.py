@@ -17,6 +17,7 @@ from memoryd.memory.extract import (
     is_health_related,
     related_drug_terms,
 )
+from memoryd.memory.hearing import Named, named_in
 from memoryd.memory.timeparse import TimeMention, find_times, parse_timestamp
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "BatchView",
     "EntityResolver",
     "MemoryView",
+    "Named",
     "StagedView",
     "TimeMention",
     "abstract_facts",
@@ -40,6 +42,7 @@ __all__ = [
     "fact_values",
     "find_times",
     "is_health_related",
+    "named_in",
     "parse_timestamp",
     "related_drug_terms",
     "reopen_fact",

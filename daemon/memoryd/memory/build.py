@@ -323,7 +323,7 @@ def _facts(turn: Turn, facts: Sequence[ReadFact], slots: Slots) -> list[Memory]:
                 turn_id=turn.turn_id,
                 relation=f.attribute,
                 object=Entity(entity_id(f.value, value_type), f.value, value_type),
-                text=_sentence_of(turn.text, f.start, f.end),
+                text=sentence_of(turn.text, f.start, f.end),
                 subject=(turn.speaker or "user") if f.subject is None else subject_name(f.subject),
                 confidence=round(f.confidence, 3),
                 valid_from=turn.ts,
@@ -339,7 +339,7 @@ def _facts(turn: Turn, facts: Sequence[ReadFact], slots: Slots) -> list[Memory]:
     return out
 
 
-def _sentence_of(text: str, start: int, end: int) -> str:
+def sentence_of(text: str, start: int, end: int) -> str:
     """The sentence of ``text`` that holds characters ``[start, end)`` (the fact's source)."""
     for sentence in split_sentences(text):
         if sentence.start <= start < sentence.end:

@@ -48,12 +48,15 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from memoryd.models import Effect, Fact, Memory, Parse, Rule, State, Task, TaskStatus, Turn
 from memoryd.reader import Slots, normalise, same_thing, subject_name
 from memoryd.store import Journal
 from memoryd.text import content_tokens
+
+if TYPE_CHECKING:
+    from memoryd.memory.hearing import Named
 
 __all__ = [
     "REPORT_ONLY",
@@ -84,6 +87,8 @@ class MemoryView(Protocol):
     def current_facts_of(self, subject: str) -> list[Fact]: ...
 
     def current_facts_in(self, relation: str) -> list[Fact]: ...
+
+    def current_facts_named(self, entity_ids: Sequence[str]) -> list[Fact]: ...
 
     def open_tasks(self) -> list[Task]: ...
 
@@ -152,6 +157,16 @@ class BatchView:
             if isinstance(f, Fact) and f.relation == relation and f.valid_to is None
         ]
 
+    def current_facts_named(self, entity_ids: Sequence[str]) -> list[Fact]:
+        """Every subject's current facts whose value is one of the entities (a turn's names)."""
+        stored = self.journal.current_facts_named(entity_ids) if entity_ids else []
+        wanted = set(entity_ids)
+        return [
+            f
+            for f in self._merged(stored, Fact)
+            if isinstance(f, Fact) and f.object.id in wanted and f.valid_to is None
+        ]
+
     def open_tasks(self) -> list[Task]:
         """Read from the journal once per view: every change the batch makes to a task is
         staged, and staged records win."""
@@ -188,6 +203,10 @@ class StagedView:
     def current_facts_in(self, relation: str) -> list[Fact]:
         return [f for f in self._facts.values() if f.relation == relation and f.valid_to is None]
 
+    def current_facts_named(self, entity_ids: Sequence[str]) -> list[Fact]:
+        wanted = set(entity_ids)
+        return [f for f in self._facts.values() if f.object.id in wanted and f.valid_to is None]
+
     def open_tasks(self) -> list[Task]:
         return []
 
@@ -205,11 +224,16 @@ def reinforce(old: Fact, new: Fact) -> Fact:
 
 
 def consolidate(
-    turn: Turn | None, memories: Sequence[Memory], view: MemoryView, slots: Slots
+    turn: Turn | None,
+    memories: Sequence[Memory],
+    view: MemoryView,
+    slots: Slots,
+    named: Named | None = None,
 ) -> Consolidation:
     """Decide what ``memories`` (the records built from ``turn``, or derived by an abstraction
     pass when ``turn`` is None) change in ``view``; ``slots`` says which attributes hold one
-    value at a time."""
+    value at a time; ``named``, the stored values the turn names, ends those the judge hears
+    as over (:mod:`memoryd.memory.hearing`)."""
     out = Consolidation(memories=[])
     for memory in memories:
         if isinstance(memory, Fact):
@@ -224,6 +248,12 @@ def consolidate(
         if isinstance(memory, Rule) and _fold_rule(memory, view, out):
             continue
         out.memories.append(memory)
+    if named is not None and turn is not None:
+        said = [m for m in [*out.memories, *out.updates] if isinstance(m, Fact)]
+        for ending in named.endings(turn, view, said):
+            kept = _fold_fact(ending, view, out, slots)
+            if kept is not None:
+                out.memories.append(kept)
     _end_dependents(view, out, slots)
     return out
 

@@ -30,7 +30,16 @@ import numpy as np
 from memoryd.errors import ModelMissingError
 from memoryd.reader.spans import LAYERS, Span, decode, piece_shapes, word_starts
 
-__all__ = ["HEAD_FORMAT", "KINDS", "READ_KINDS", "ReaderHead", "Reading", "SpanFacts"]
+__all__ = [
+    "HEAD_FORMAT",
+    "KINDS",
+    "READ_KINDS",
+    "ReaderHead",
+    "Reading",
+    "SpanFacts",
+    "sigmoid",
+    "softmax",
+]
 
 HEAD_FORMAT = 1
 KINDS = ("state", "change", "add", "end", "none")
@@ -48,13 +57,13 @@ def gelu(x: np.ndarray) -> np.ndarray:
     return out
 
 
-def _softmax(z: np.ndarray) -> np.ndarray:
+def softmax(z: np.ndarray) -> np.ndarray:
     e = np.exp(z - z.max(axis=-1, keepdims=True))
     out: np.ndarray = e / e.sum(axis=-1, keepdims=True)
     return out
 
 
-def _sigmoid(z: np.ndarray) -> np.ndarray:
+def sigmoid(z: np.ndarray) -> np.ndarray:
     out: np.ndarray = 0.5 * (1.0 + np.tanh(0.5 * z))
     return out
 
@@ -88,10 +97,13 @@ class SpanFacts:
 
 @dataclass(frozen=True)
 class Reading:
-    """The head's reading of one text: the spans of each layer and each value's facts."""
+    """The head's reading of one text: the spans of each layer, each value's facts, and the
+    contextual piece states (C) and word starts they were read from."""
 
     spans: dict[str, list[Span]]
     facts: list[SpanFacts]
+    states: np.ndarray
+    starts: list[bool]
 
 
 class ReaderHead:
@@ -136,7 +148,7 @@ class ReaderHead:
         if "att_q" not in w:
             return c
         q, k, v = c @ w["att_q"], c @ w["att_k"], c @ w["att_v"]
-        weights = _softmax(q @ k.T / np.float32(np.sqrt(q.shape[1])))
+        weights = softmax(q @ k.T / np.float32(np.sqrt(q.shape[1])))
         return gelu(c + (weights @ v) @ w["att_o"])
 
     def tags(self, c: np.ndarray) -> np.ndarray:
@@ -162,7 +174,7 @@ class ReaderHead:
     def pair_score(self, z: np.ndarray, u: np.ndarray, where: np.ndarray) -> float:
         w = self.w
         h = gelu(np.concatenate([z, u, z * u, where]) @ w["pair_w1"] + w["pair_b1"])
-        return float(_sigmoid(h @ w["pair_w2"] + w["pair_b2"])[0])
+        return float(sigmoid(h @ w["pair_w2"] + w["pair_b2"])[0])
 
     def read(self, text: str, x: np.ndarray, offsets: list[tuple[int, int]]) -> Reading:
         """Read ``text`` from its token states ``x`` ``(pieces, D)`` and piece offsets."""
@@ -183,10 +195,10 @@ class ReaderHead:
             facts.append(
                 SpanFacts(
                     value=value,
-                    attribute=_softmax(z @ self.w["attr_w"] + self.w["attr_b"]),
-                    kind=_softmax(z @ self.w["kind_w"] + self.w["kind_b"]),
-                    negated=float(_sigmoid(z @ self.w["neg_w"] + self.w["neg_b"])[0]),
+                    attribute=softmax(z @ self.w["attr_w"] + self.w["attr_b"]),
+                    kind=softmax(z @ self.w["kind_w"] + self.w["kind_b"]),
+                    negated=float(sigmoid(z @ self.w["neg_w"] + self.w["neg_b"])[0]),
                     subjects=scored,
                 )
             )
-        return Reading(spans, facts)
+        return Reading(spans, facts, c, starts)

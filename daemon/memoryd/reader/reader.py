@@ -23,7 +23,8 @@ import numpy as np
 from memoryd.encoder import MANIFEST_FILE, sha256_file
 from memoryd.errors import ModelMissingError
 from memoryd.fact_corpus import INVENTORY_FILE, OTHER, load_inventory
-from memoryd.reader.head import KINDS, ReaderHead, SpanFacts
+from memoryd.reader.head import KINDS, ReaderHead, Reading, SpanFacts
+from memoryd.reader.judge import FactJudge, Heard, candidate_spans
 from memoryd.reader.slots import Slots
 from memoryd.reader.spans import Span, normalise
 
@@ -66,15 +67,17 @@ class ReadFact:
 
 
 class FactReader:
-    """The head and the inventory it was trained on (``slots``)."""
+    """The head, the inventory it was trained on (``slots``) and the judge trained over it
+    (:mod:`memoryd.reader.judge`)."""
 
-    def __init__(self, head: ReaderHead, slots: Slots) -> None:
+    def __init__(self, head: ReaderHead, slots: Slots, judge: FactJudge) -> None:
         if list(head.attributes) != [*slots.inventory.names, OTHER]:
             raise ModelMissingError(
                 "fact reader head", "a head trained on this inventory (run `make models`)"
             )
         self.head = head
         self.slots = slots
+        self.judge = judge
 
     def check_input(self, reads_tuned: bool) -> None:
         """The head must read the states the encoder gives it: its own tuned top layers'
@@ -87,13 +90,14 @@ class FactReader:
 
     @classmethod
     def load(cls, model_dir: Path, verify: bool = True) -> FactReader:
-        """The reader built into ``model_dir``; ``verify`` checks the head's sha256 against the
-        manifest (ModelMissingError names what is missing or stale)."""
+        """The reader built into ``model_dir``; ``verify`` checks the head's and the judge's
+        sha256 against the manifest (ModelMissingError names what is missing or stale)."""
         path = Path(model_dir) / HEAD_FILE
         head = ReaderHead.load(path)
         if verify:
             _verify(path, Path(model_dir) / MANIFEST_FILE)
-        return cls(head, Slots(load_inventory(Path(model_dir) / INVENTORY_FILE)))
+        slots = Slots(load_inventory(Path(model_dir) / INVENTORY_FILE))
+        return cls(head, slots, FactJudge.load(Path(model_dir), head, verify))
 
     @property
     def second_subject(self) -> float:
@@ -113,11 +117,23 @@ class FactReader:
         least = self.min_confidence
         return [f for f in self.read_all(text, states, offsets) if f.confidence >= least]
 
+    def hear(
+        self, text: str, states: np.ndarray, offsets: list[tuple[int, int]]
+    ) -> tuple[list[ReadFact], Heard]:
+        """:meth:`read`, and the text as the judge hears it, from the same pass of the head."""
+        reading = self.head.read(text, states, offsets)
+        least = self.min_confidence
+        facts = [f for f in self._read(reading) if f.confidence >= least]
+        heard = Heard(text, reading.states, tuple(candidate_spans(text, offsets, reading.starts)))
+        return facts, heard
+
     def read_all(
         self, text: str, states: np.ndarray, offsets: list[tuple[int, int]]
     ) -> list[ReadFact]:
         """Every fact the head finds, however unsure."""
-        reading = self.head.read(text, states, offsets)
+        return self._read(self.head.read(text, states, offsets))
+
+    def _read(self, reading: Reading) -> list[ReadFact]:
         olds = reading.spans["old"]
         facts: dict[tuple[str, str, str], ReadFact] = {}
         for span_facts in reading.facts:

@@ -72,3 +72,8 @@ class Slots:
     def value_type(self, attribute: str) -> EntityType:
         found = self._attributes.get(attribute)
         return EntityType(found.value_type) if found is not None else EntityType.OTHER
+
+    def value_types(self) -> tuple[EntityType, ...]:
+        """Every kind of entity a fact's value may be (``other`` included)."""
+        kinds = {EntityType(a.value_type) for a in self.inventory.attributes}
+        return tuple(sorted(kinds | {EntityType.OTHER}))

@@ -28,6 +28,7 @@ __all__ = [
     "normalise",
     "piece_shapes",
     "piece_tags",
+    "word_span",
     "word_starts",
 ]
 
@@ -124,7 +125,7 @@ def decode(
     current: tuple[int, int] | None = None
     for tag, first, last in [*words, (0, -1, -1)]:
         if current is not None and tag != 2:
-            spans.append(_span(text, offsets, *current))
+            spans.append(word_span(text, offsets, *current))
             current = None
         if tag == 1 or (tag == 2 and current is None):
             current = (first, last)
@@ -133,7 +134,7 @@ def decode(
     return [s for s in spans if s.text]
 
 
-def _span(text: str, offsets: Sequence[tuple[int, int]], first: int, last: int) -> Span:
+def word_span(text: str, offsets: Sequence[tuple[int, int]], first: int, last: int) -> Span:
     raw = text[offsets[first][0] : offsets[last][1]]
     trimmed = _EDGE.sub("", raw)
     shift = raw.find(trimmed) if trimmed else 0

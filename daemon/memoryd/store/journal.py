@@ -5,7 +5,8 @@ and the vector index are projections: they record the last ``seq`` they applied 
 log past it. The full-text index lives in this file and is written in the same transaction as
 the rows it indexes.
 
-Its tables are in :mod:`memoryd.store.journal_schema`.
+Its tables are in :mod:`memoryd.store.journal_schema`, its reads of facts in
+:mod:`memoryd.store.fact_reads`.
 
 Each write returns a :class:`Written` (its seq, the memories that became live, the nums that
 stopped being live): the caller writes the other stores' rows for them (header rows, router
@@ -44,7 +45,6 @@ from memoryd.store.codec import (
     change_payload,
     decode_embedding,
     encode_embedding,
-    memory_from_payload,
     patch_payload,
     receipt_of_payload,
     receipt_payload,
@@ -53,6 +53,7 @@ from memoryd.store.codec import (
     turn_from_payload,
     turn_payload,
 )
+from memoryd.store.fact_reads import MEMORY_COLUMNS, FactReads, stored_row
 from memoryd.store.journal_schema import BACKFILLS, MIGRATIONS, SCHEMA
 from memoryd.store.mentions import drop_mentions, index_mentions
 from memoryd.store.records import (
@@ -70,12 +71,11 @@ from memoryd.store.sqlite import Database, placeholders, utc_now
 
 __all__ = ["Journal"]
 
-MEMORY_COLUMNS = "num, type, payload, session_id, ts"  # read by Journal._stored
 
 T = TypeVar("T")
 
 
-class Journal:
+class Journal(FactReads):
     """Append-only journal of one user, in its journal file. See the module docstring."""
 
     def __init__(self, db: Database) -> None:
@@ -356,10 +356,7 @@ class Journal:
     # -- reads: memories ---------------------------------------------------------------------
 
     def _stored(self, row: Sequence[Any]) -> StoredMemory:
-        num, kind, payload, session_id, ts = row
-        mtype = MemoryType(kind)
-        memory = memory_from_payload(mtype, json.loads(payload))
-        return StoredMemory(num, memory, mtype, session_id, ts)
+        return stored_row(row)
 
     def was_deleted(self, memory_id: str) -> bool:
         """Whether ``memory_id`` named a memory that was deleted (its id stays taken)."""
@@ -391,73 +388,6 @@ class Journal:
             [int(n) for n in nums],
         )
         return {s.num: s for s in map(self._stored, rows)}
-
-    def current_facts(self, subject: str, relations: Sequence[str]) -> list[Fact]:
-        """Live, still valid facts of ``subject`` with one of ``relations`` (indexed lookup)."""
-        marks = placeholders(len(relations))
-        rows = self.db.read(
-            f"SELECT {MEMORY_COLUMNS} FROM memories INDEXED BY facts_by_key"
-            " WHERE type = 'semantic' AND deleted = 0"
-            " AND json_extract(payload, '$.subject') = ?"
-            f" AND json_extract(payload, '$.relation') IN ({marks})"
-            " AND json_extract(payload, '$.valid_to') IS NULL ORDER BY num",
-            [subject, *relations],
-        )
-        return [f for f in (self._stored(r).memory for r in rows) if isinstance(f, Fact)]
-
-    def facts(
-        self,
-        subject: str | None = None,
-        history: bool = False,
-        relations: Sequence[str] | None = None,
-        limit: int | None = None,
-    ) -> list[StoredMemory]:
-        """Live facts (of ``subject``, with one of ``relations``, if given), oldest first: the
-        current ones, and with ``history`` the superseded ones too; the first ``limit``."""
-        where = "type = 'semantic' AND deleted = 0"
-        params: list[Any] = []
-        source = "memories"
-        if subject is None and relations is not None:
-            # by type the planner reads every fact for a few relations: 5 ms at 10k turns, not 0.01
-            source += " INDEXED BY facts_by_relation"
-        if subject is not None:
-            where += " AND json_extract(payload, '$.subject') = ?"
-            params.append(subject)
-        if relations is not None:
-            marks = placeholders(len(relations))
-            where += f" AND json_extract(payload, '$.relation') IN ({marks})"
-            params += list(relations)
-        if not history:
-            where += " AND json_extract(payload, '$.valid_to') IS NULL"
-        where += " ORDER BY num"
-        if limit is not None:
-            where += " LIMIT ?"
-            params.append(limit)
-        rows = self.db.read(f"SELECT {MEMORY_COLUMNS} FROM {source} WHERE {where}", params)
-        return [self._stored(r) for r in rows]
-
-    def fact_weights(
-        self, memory_ids: Sequence[str] | None = None
-    ) -> dict[str, tuple[int, float, np.ndarray | None]]:
-        """memory id → (num, confidence, vector) of every current fact, or of those of
-        ``memory_ids`` that are current (a superseded, deleted or unknown id is left out),
-        without decoding the records. The vector is the fact's own if patched, else its turn's.
-        """
-        where, args = "", []
-        if memory_ids is not None:
-            where, args = f" AND m.id IN ({placeholders(len(memory_ids))})", list(memory_ids)
-        rows = self.db.read(
-            "SELECT m.id, m.num, json_extract(m.payload, '$.confidence'),"
-            " COALESCE(m.embedding, t.embedding)"
-            " FROM memories m LEFT JOIN turns t ON t.turn_id = m.turn_id"
-            " WHERE m.type = 'semantic' AND m.deleted = 0"
-            f" AND json_extract(m.payload, '$.valid_to') IS NULL{where}",
-            args,
-        )
-        return {
-            r[0]: (int(r[1]), float(r[2] or 0.0), None if r[3] is None else decode_embedding(r[3]))
-            for r in rows
-        }
 
     def tasks(self, statuses: Sequence[TaskStatus]) -> list[StoredMemory]:
         """Live tasks whose current (last) state is one of ``statuses``, oldest first."""
@@ -494,17 +424,6 @@ class Journal:
     def open_tasks(self) -> list[Task]:
         stored = self.tasks([TaskStatus.PENDING])
         return [s.memory for s in stored if isinstance(s.memory, Task)]
-
-    def current_facts_of(self, subject: str) -> list[Fact]:
-        """Live, still valid facts of ``subject``, any relation (an update's candidates)."""
-        rows = self.db.read(
-            f"SELECT {MEMORY_COLUMNS} FROM memories INDEXED BY facts_by_key"
-            " WHERE type = 'semantic' AND deleted = 0"
-            " AND json_extract(payload, '$.subject') = ?"
-            " AND json_extract(payload, '$.valid_to') IS NULL ORDER BY num",
-            (subject,),
-        )
-        return [f for f in (self._stored(r).memory for r in rows) if isinstance(f, Fact)]
 
     def rules_titled(self, title: str) -> list[Rule]:
         rows = self.db.read(

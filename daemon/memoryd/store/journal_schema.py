@@ -70,6 +70,8 @@ CREATE INDEX IF NOT EXISTS facts_by_key ON memories(
 ) WHERE type = 'semantic' AND deleted = 0;
 CREATE INDEX IF NOT EXISTS facts_by_relation ON memories(json_extract(payload, '$.relation'))
     WHERE type = 'semantic' AND deleted = 0;
+CREATE INDEX IF NOT EXISTS facts_by_value ON memories(json_extract(payload, '$.object.id'))
+    WHERE type = 'semantic' AND deleted = 0;
 CREATE INDEX IF NOT EXISTS memories_by_type ON memories(type, deleted, num);
 CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5(text, tokenize='{FTS_TOKENIZER}');
 CREATE TABLE IF NOT EXISTS entities (

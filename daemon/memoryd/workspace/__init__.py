@@ -38,9 +38,9 @@ import numpy as np
 from memoryd.config import Config
 from memoryd.encoder import Encoded, Encoder
 from memoryd.heap import release_free_memory
-from memoryd.ingest import NewTurn, fold_entries, prepare
+from memoryd.ingest import NewTurn, Prepared, fold_entries, prepare
 from memoryd.llm import LLM
-from memoryd.memory import EntityResolver
+from memoryd.memory import EntityResolver, Named, named_in
 from memoryd.models import Receipt, Role, Turn
 from memoryd.reader import FactReader, ReadFact
 from memoryd.retrieve import QueryParams, QueryResult, Retriever, Stores
@@ -53,7 +53,6 @@ from memoryd.store import (
     MentionIndex,
     RouterStore,
     TextSearch,
-    TurnEntry,
 )
 from memoryd.workspace.abstraction import abstract_user
 from memoryd.workspace.edits import MemoryEdits, MemoryPatch, UndoneFact
@@ -77,6 +76,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 JOURNAL_FILE = "journal.sqlite"
+Hearing = tuple[list[ReadFact], Named | None]
+"""What the reader reads of a turn, and the stored values the turn may name."""
 TRIM_AFTER = 32
 """New turns in one request after which the heap's free memory goes back to the kernel: a bulk
 import leaves tens of MB free but resident (:func:`memoryd.heap.release_free_memory`)."""
@@ -96,20 +97,23 @@ class Shared:
     encoding: Executor
     reader: FactReader
 
-    def read_facts(self, role: Role, text: str, encoded: Encoded) -> list[ReadFact]:
-        """What the reader reads of a user or log turn from its encoder pass (an assistant's
-        turn states none of the user's facts: not read)."""
+    def read_facts(self, role: Role, text: str, encoded: Encoded) -> Hearing:
+        """What the reader reads of a user or log turn from its encoder pass, and the stored
+        values it may name (an assistant's turn states none of the user's facts and ends
+        none: not read)."""
         if role is Role.ASSISTANT:
-            return []
-        return self.reader.read(text, self.encoder.read(encoded), encoded.offsets)
+            return [], None
+        reader = self.reader
+        facts, heard = reader.hear(text, self.encoder.read(encoded), encoded.offsets)
+        return facts, named_in(heard, reader.judge, reader.slots)
 
-    def read_stored(self, turn: Turn) -> list[ReadFact]:
+    def read_stored(self, turn: Turn) -> Hearing:
         """:meth:`read_facts` for a stored turn, encoding its text again."""
         if turn.role is Role.ASSISTANT:
-            return []
+            return [], None
         return self.read_facts(turn.role, turn.text, self.encoder.encode(turn.text))
 
-    def read_aside(self, new: NewTurn, encoded: Encoded) -> Callable[[], list[ReadFact]]:
+    def read_aside(self, new: NewTurn, encoded: Encoded) -> Callable[[], Hearing]:
         """The facts of ``new``, read on an encoder worker while the caller routes it (a
         single turn leaves the workers idle); the returned call gives them, reading them on
         the caller's thread if no worker has taken the read by then."""
@@ -200,7 +204,7 @@ class Workspace:
             committed.discard(turn_id)
         return out
 
-    def _prepare_all(self, pending: list[tuple[NewTurn, str, datetime]]) -> Iterator[TurnEntry]:
+    def _prepare_all(self, pending: list[tuple[NewTurn, str, datetime]]) -> Iterator[Prepared]:
         """Embed, route and build the turns of a batch on the encoder workers, each text alone;
         the entries come in order, each as soon as it is ready (one turn is prepared on the
         calling thread)."""
@@ -210,7 +214,7 @@ class Workspace:
 
     def _prepare(
         self, new: NewTurn, turn_id: str, arrival: datetime, alone: bool = False
-    ) -> TurnEntry:
+    ) -> Prepared:
         """Encode, route, read and build one turn (``alone``: its facts are read on an encoder
         worker meanwhile)."""
         shared = self.shared
@@ -235,10 +239,11 @@ class Workspace:
             confidence=decision.confidence,
             routed_by=decision.routed_by,
         )
-        return prepare(turn, encoded.embedding, routing, read(), shared.reader.slots)
+        facts, named = read()
+        return prepare(turn, encoded.embedding, routing, facts, shared.reader.slots, named)
 
     def _commit_new(
-        self, ids: list[str], entries: Iterator[TurnEntry]
+        self, ids: list[str], entries: Iterator[Prepared]
     ) -> tuple[set[str], dict[str, Receipt]]:
         """On the writer: skip the ``ids`` journaled since the caller looked, fold the other
         ``entries`` against the stored memories as they are prepared (the encoder workers go on
@@ -246,7 +251,7 @@ class Workspace:
         receipt of every entry (the first receipts of the skipped ones)."""
         stored = self.journal.receipts(ids)
         fresh = fold_entries(
-            (e for e in entries if e.turn.turn_id not in stored),
+            (p for p in entries if p.entry.turn.turn_id not in stored),
             self.journal,
             self.entities,
             self.shared.reader.slots,

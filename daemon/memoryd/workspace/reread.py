@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from memoryd.errors import ConflictError
 from memoryd.ingest import build, fold
-from memoryd.memory import StagedView
+from memoryd.memory import Named, StagedView
 from memoryd.models import Fact, Memory, Origin, Role, Turn
 from memoryd.store import MemoryChange, NewMemory
 
@@ -44,6 +44,8 @@ REREAD = "reread"
 """The reason of a reread's journal entry, and the ``superseded_by`` of the facts it closed."""
 REREAD_UNDO = "reread_undo"
 PAGE = 500
+Read = tuple[Turn, list[Memory], Named | None]
+"""A turn read again: its facts as built, and the stored values it may name."""
 
 
 @dataclass(frozen=True)
@@ -74,29 +76,29 @@ class FactReread:
         finally:
             self._running.release()
 
-    def _read_after(self, seq: int) -> tuple[list[tuple[Turn, list[Memory]]], int]:
-        """Each turn journaled after ``seq`` with the facts built from it, and the last seq."""
+    def _read_after(self, seq: int) -> tuple[list[Read], int]:
+        """Each turn journaled after ``seq`` with the facts built from it and the stored values
+        it may name, and the last seq."""
         shared, journal = self.ws.shared, self.ws.journal
-        out: list[tuple[Turn, list[Memory]]] = []
+        out: list[Read] = []
         while page := journal.turns(None, PAGE, after_seq=seq):
             seq = page[-1][0]
             for _, turn in page:
                 if turn.role is not Role.ASSISTANT:
-                    facts = build(turn, shared.read_stored(turn), shared.reader.slots)
-                    out.append((turn, [m for m in facts if isinstance(m, Fact)]))
+                    facts, named = shared.read_stored(turn)
+                    built = build(turn, facts, shared.reader.slots)
+                    out.append((turn, [m for m in built if isinstance(m, Fact)], named))
         return out, seq
 
-    def _commit(
-        self, read: list[tuple[Turn, list[Memory]]], last: int, now: datetime
-    ) -> RereadReport:
+    def _commit(self, read: list[Read], last: int, now: datetime) -> RereadReport:
         more, _ = self._read_after(last)  # journaled while the first part was read
         generation = self.ws.journal.cursor(REREAD) + 1
         view = StagedView()
         slots = self.ws.shared.reader.slots
         created: dict[str, tuple[Memory, Turn]] = {}
-        for turn, facts in [*read, *more]:
+        for turn, facts, named in [*read, *more]:
             ids = [_reread_id(m, generation) for m in facts]
-            folded = fold(turn, ids, view, self.ws.entities, slots)
+            folded = fold(turn, ids, view, self.ws.entities, slots, named)
             view.stage([*folded.memories, *folded.updates])
             for m in folded.memories:
                 created[m.id] = (m, turn)

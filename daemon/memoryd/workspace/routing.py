@@ -100,7 +100,7 @@ class UserRouter:
             )
             return "retried" if again else "failed"
 
-        facts = ws.shared.read_stored(turn)
+        facts, _ = ws.shared.read_stored(turn)
 
         def write() -> None:
             relabel = relabelled(

@@ -1,0 +1,86 @@
+"""Stored values a turn names again, and the judge's say on whether the turn ends them.
+
+The reader reads what a turn states. A turn may also name a value the user's memory holds
+without the reader reading a fact of it ("Lachlan and I split up in March", "I ditched LastPass
+after the breach"): :func:`named_in` lists, on the encoder worker, every run of up to three
+words of the turn as the entity ids a fact's value would have; on the writer,
+:meth:`Named.endings` finds the current facts whose value is one of them, and for each the
+reader did not read in this turn, asks the judge (:mod:`memoryd.reader.judge`) whether the turn
+says it is over. Each it says is over at or above its threshold becomes an ending of that fact,
+stored closed like the reader's endings, which consolidation folds like any other::
+
+    stored:  partner: Lachlan
+    turn:    "righto, Lachlan and I split up in March, he's gone back to Toowoomba"
+    → Fact(user, partner, Lachlan, kind="end", parse=JUDGE) closes it (the judge: 0.61)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from memoryd.memory.build import memory_id, sentence_of
+from memoryd.memory.consolidate import MemoryView
+from memoryd.memory.extract import entity_id
+from memoryd.models import Fact, Parse, Turn
+from memoryd.reader import FactJudge, Heard, Slots, Span, same_thing
+from memoryd.text import content_tokens
+
+__all__ = ["Named", "named_in"]
+
+
+@dataclass(frozen=True)
+class Named:
+    """The ids a stored value named in the turn would have (each with the first span naming
+    it), the turn as the judge hears it, and the judge."""
+
+    heard: Heard
+    spans: dict[str, Span]
+    judge: FactJudge
+
+    def endings(self, turn: Turn, view: MemoryView, said: Sequence[Fact]) -> list[Fact]:
+        """Endings of the current facts this turn names and the judge hears as over; ``said``
+        are the facts read from the turn and the stored ones it changed (their values stand
+        as the reader read them)."""
+        out: list[Fact] = []
+        for old in view.current_facts_named(list(self.spans)):
+            if old.negated or turn.turn_id in (old.sources or [old.turn_id]):
+                continue
+            if any(f.id == old.id or same_thing(f.object.name, old.object.name) for f in said):
+                continue
+            p = self.judge.over(self.heard, self.spans[old.object.id], old.relation)
+            if p >= self.judge.threshold:
+                out.append(_ending(turn, old, self.spans[old.object.id], p))
+        return out
+
+
+def named_in(heard: Heard, judge: FactJudge, slots: Slots) -> Named:
+    """Every id a fact's value named by a run of the turn's words would have (runs with a
+    content word only)."""
+    spans: dict[str, Span] = {}
+    kinds = slots.value_types()
+    for span in heard.candidates:
+        if content_tokens(span.text):
+            for kind in kinds:
+                spans.setdefault(entity_id(span.text, kind), span)
+    return Named(heard, spans, judge)
+
+
+def _ending(turn: Turn, old: Fact, span: Span, p: float) -> Fact:
+    """The ending of ``old`` the judge heard in ``turn`` (its id names both: a reread, whose
+    facts have ids of their own, makes endings of its own)."""
+    return Fact(
+        id=memory_id("fact", turn.turn_id, "judged", old.id),
+        turn_id=turn.turn_id,
+        relation=old.relation,
+        object=old.object,
+        text=sentence_of(turn.text, span.start, span.end),
+        subject=old.subject,
+        confidence=round(p, 3),
+        valid_from=turn.ts,
+        valid_to=turn.ts,
+        sources=[turn.turn_id],
+        parse=Parse.JUDGE,
+        kind="end",
+        label=old.label,
+    )

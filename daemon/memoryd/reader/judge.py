@@ -1,0 +1,175 @@
+"""The fact judge: a value the user's memory holds, named again in a later turn — does that
+turn say it is over?
+
+    "we're with Octopus for gas and electric"       → energy_supplier: Octopus
+    "finally ditched Octopus, EDF gave us a deal"   → the judge hears "Octopus": over (0.9)
+    "my dad asked if Octopus are any good"          → not over (0.1)
+
+The reader reads what a turn states; where it reads nothing of a stored value the turn names
+(the name as a subject, "Lachlan and I split up"; or no fact read at all), the judge decides
+whether that value still holds. It is one logistic layer over what the reader's own head makes
+of the named span (its span vector, kind and negation outputs) and the stored fact's attribute,
+trained at build time on the fact corpus (``scripts/train_fact_judge.py``): over when a change
+pair lists the first trace's value as stale, or a single line annotates the value as ``end``.
+Its threshold is the recipe's, chosen by cross-validation on training passes.
+
+    judge = FactJudge.load(Path("models"), reader.head)
+    heard = reader.hear(text, states, offsets)       # the head's states and candidate spans
+    judge.over(heard, span, "energy_supplier")       → 0.9
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from memoryd.encoder import MANIFEST_FILE, sha256_file
+from memoryd.errors import ModelMissingError
+from memoryd.reader.head import ReaderHead, sigmoid, softmax
+from memoryd.reader.spans import Span, piece_shapes, word_span, word_starts
+
+__all__ = [
+    "JUDGE_FILE",
+    "FactJudge",
+    "Heard",
+    "candidate_spans",
+    "judge_features",
+    "value_features",
+]
+
+JUDGE_FILE = "fact_judge.npz"
+JUDGE_FORMAT = 1
+MANIFEST_SECTION = "fact_judge"
+READER_SECTION = "fact_reader"
+MAX_WORDS = 3
+"""The longest name, in words, a turn is heard for."""
+
+
+@dataclass(frozen=True)
+class Heard:
+    """One turn as the reader's head saw it: its contextual piece states and the spans of up
+    to :data:`MAX_WORDS` words that may name a stored value."""
+
+    text: str
+    states: np.ndarray
+    candidates: tuple[Span, ...]
+
+
+def judge_features(head: ReaderHead, states: np.ndarray, span: Span, attribute: str) -> np.ndarray:
+    """The judge's input for ``span`` of a text with head states ``states``, naming a stored
+    value of ``attribute``: the head's span vector, its kind probabilities and negation, and
+    the attribute one-hot (``other`` for one the head does not know)."""
+    z = head.span_vector(states, span)
+    kind = softmax(z @ head.w["kind_w"] + head.w["kind_b"])
+    negated = sigmoid(z @ head.w["neg_w"] + head.w["neg_b"])
+    attributes = head.attributes
+    onehot = np.zeros(len(attributes), dtype=np.float32)
+    onehot[attributes.index(attribute) if attribute in attributes else -1] = 1.0
+    return np.concatenate([z, kind, negated, onehot]).astype(np.float32)
+
+
+def value_features(
+    head: ReaderHead,
+    text: str,
+    states: np.ndarray,
+    offsets: list[tuple[int, int]],
+    where: tuple[int, int],
+    attribute: str,
+) -> np.ndarray | None:
+    """The judge's input for the characters ``where`` of ``text`` (the encoder's ``states``
+    and piece ``offsets``), naming a value of ``attribute``; None when no piece covers them (a
+    text cut at the encoder's length)."""
+    start, end = where
+    pieces = [i for i, (a, b) in enumerate(offsets) if b > a and a < end and b > start]
+    if not pieces:
+        return None
+    starts = word_starts(text, offsets)
+    if head.shapes:
+        states = np.concatenate([states, piece_shapes(text, offsets, starts)], axis=1)
+    span = Span(start, end, pieces[0], pieces[-1], text[start:end])
+    return judge_features(head, head.states(states), span, attribute)
+
+
+def candidate_spans(text: str, offsets: list[tuple[int, int]], starts: list[bool]) -> list[Span]:
+    """Every run of one to :data:`MAX_WORDS` words of ``text`` with no punctuation word in it."""
+    words: list[tuple[int, int]] = []  # first and last piece of each word
+    for i, start in enumerate(starts):
+        if start:
+            words.append((i, i))
+        elif words and offsets[i][1] > offsets[i][0]:
+            words[-1] = (words[-1][0], i)
+    spans = []
+    for i in range(len(words)):
+        for j in range(i, min(i + MAX_WORDS, len(words))):
+            if not _wordlike(text, offsets, *words[j]):
+                break
+            span = word_span(text, offsets, words[i][0], words[j][1])
+            if span.text:
+                spans.append(span)
+    return spans
+
+
+def _wordlike(text: str, offsets: list[tuple[int, int]], first: int, last: int) -> bool:
+    return any(ch.isalnum() for ch in text[offsets[first][0] : offsets[last][1]])
+
+
+class FactJudge:
+    """The trained layer (``weights``, ``bias``) and its ``threshold``, over ``head``'s
+    states."""
+
+    def __init__(self, head: ReaderHead, weights: np.ndarray, bias: float, meta: dict[str, Any]):
+        self.head = head
+        self.weights = np.asarray(weights, dtype=np.float32)
+        self.bias = float(bias)
+        self.meta = meta
+        self.threshold = float(meta["threshold"])
+
+    @classmethod
+    def load(cls, model_dir: Path, head: ReaderHead, verify: bool = True) -> FactJudge:
+        """The judge built into ``model_dir`` for the reader head ``head``; ``verify`` checks
+        its sha256, and that it was trained over the reader head the manifest names."""
+        path = Path(model_dir) / JUDGE_FILE
+        if not path.is_file():
+            raise ModelMissingError(str(path), "fact judge")
+        with np.load(path, allow_pickle=False) as data:
+            meta = json.loads(str(data["meta"]))
+            if meta.get("format") != JUDGE_FORMAT:
+                raise ModelMissingError(str(path), f"fact judge of format {JUDGE_FORMAT}")
+            weights, bias = data["weights"], float(data["bias"])
+        if verify:
+            _verify(path, meta, Path(model_dir) / MANIFEST_FILE)
+        if len(weights) != head.w["span_b"].shape[0] + 6 + len(head.attributes):
+            raise ModelMissingError(str(path), "a fact judge trained over this reader head")
+        return cls(head, weights, bias, meta)
+
+    def save(self, path: Path) -> None:
+        np.savez(
+            path,
+            meta=np.array(json.dumps(self.meta)),
+            weights=self.weights,
+            bias=np.array(self.bias, dtype=np.float32),
+        )
+
+    def over(self, heard: Heard, span: Span, attribute: str) -> float:
+        """The probability that ``heard`` says the value of ``attribute`` that ``span`` names
+        no longer holds."""
+        x = judge_features(self.head, heard.states, span, attribute)
+        return float(self.probabilities(x[None])[0])
+
+    def probabilities(self, x: np.ndarray) -> np.ndarray:
+        """The probability of *over* of each row of judge features ``x``."""
+        return sigmoid(x @ self.weights + np.float32(self.bias))
+
+
+def _verify(path: Path, meta: dict[str, Any], manifest: Path) -> None:
+    sections = json.loads(manifest.read_text()) if manifest.is_file() else {}
+    expected = (sections.get(MANIFEST_SECTION) or {}).get("file", {}).get("sha256")
+    if expected is None or sha256_file(path) != expected:
+        raise ModelMissingError(str(path), f"fact judge recorded in {manifest.name}")
+    reader = (sections.get(READER_SECTION) or {}).get("file", {}).get("sha256")
+    if reader is None or meta.get("reader_sha256") != reader:
+        raise ModelMissingError(str(path), "a fact judge trained over the built reader head")
