@@ -67,7 +67,7 @@ def test_the_sizes_the_reader_was_built_on() -> None:
 
 
 def test_the_dev_split_is_written_apart_and_has_domains_training_lacks() -> None:
-    train, dev = turns_of("train"), turns_of("dev")
+    train, dev = turns_of("train") + turns_of("judge"), turns_of("dev")
     assert len(dev) >= 600
     unseen = {t.domain for t in dev} - {t.domain for t in train}
     assert len(unseen) >= 4, unseen
@@ -88,7 +88,7 @@ def test_the_update_scenarios() -> None:
 
 
 def test_ids_are_unique_in_each_split() -> None:
-    for split in ("train", "dev"):
+    for split in ("train", "judge", "dev"):
         ids: list[str] = []
         for path in sorted((CORPUS / split).glob("*.jsonl")):
             if is_pairs(path):

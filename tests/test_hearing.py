@@ -21,8 +21,8 @@ from support.config import MODEL_DIR
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 PARTNER = "my boyfriend is called Dev, we share a flat in Leeds"
-SPLIT = "Dev and I broke up last month, he's gone back to his parents in Bristol"
-BIRTHDAY = "Dev's birthday is on friday, any gift ideas for him?"
+SPLIT = "things ended with Dev after six years, I'm okay though"
+CURRY = "Dev cooked a massive curry tonight"
 
 
 @pytest.fixture(scope="module")
@@ -46,15 +46,17 @@ def devs(service: MemoryService, user: str) -> list[Fact]:
 
 
 def test_a_value_named_as_over_is_ended_by_the_judge(service: MemoryService) -> None:
-    """The reader reads no fact of Dev in "Dev and I broke up": the judge hears the stored
-    partner named as over and ends it; a birthday names him and ends nothing."""
+    """The reader reads no partner in "things ended with Dev" (an ending of an open attribute,
+    which closes no other slot): the judge hears the stored partner named as over and ends
+    it; a curry he cooked names him and ends nothing."""
     ingest(service, "split", PARTNER, SPLIT)
-    stated, ending = sorted(devs(service, "split"), key=lambda f: f.kind != "state")
+    (stated,) = [f for f in devs(service, "split") if f.relation == "partner" and f.kind == "state"]
+    (ending,) = [f for f in devs(service, "split") if f.parse is Parse.JUDGE]
     assert (stated.relation, stated.superseded_by) == ("partner", ending.id)
     assert (ending.parse, ending.kind, ending.turn_id) == (Parse.JUDGE, "end", "split-t1")
     assert ending.valid_to == stated.valid_to == T0 + timedelta(days=1)
-    ingest(service, "birthday", PARTNER, BIRTHDAY)
-    assert [(f.relation, f.valid_to) for f in devs(service, "birthday")] == [("partner", None)]
+    ingest(service, "curry", PARTNER, CURRY)
+    assert [(f.relation, f.valid_to) for f in devs(service, "curry")] == [("partner", None)]
 
 
 def test_a_reread_hears_the_turns_again(service: MemoryService) -> None:
@@ -133,5 +135,7 @@ def test_the_judge_leaves_what_the_reader_read_and_what_the_turn_said(
     assert ending.confidence >= reader.judge.threshold
     read_here = dataclasses.replace(stored("Dev"), id="fact_read", turn_id="t-new")
     assert endings(encoder, reader, stored("Dev"), [read_here]) == []  # the reader's reading stands
+    elsewhere = dataclasses.replace(read_here, relation="other")
+    assert len(endings(encoder, reader, stored("Dev"), [elsewhere])) == 1  # another slot's
     assert endings(encoder, reader, stored("Dev", turn_id="t-new"), []) == []  # its own fact
     assert endings(encoder, reader, stored("Dev", negated=True), []) == []

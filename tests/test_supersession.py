@@ -145,20 +145,6 @@ def test_an_ending_closes_a_value_it_names_in_part() -> None:
     assert current(fold(virgin_media, netflix, ended)) == {("user", "subscription", "Netflix")}
 
 
-def test_an_ending_closes_the_value_it_names_whatever_its_attribute() -> None:
-    """ "Direct Debit cancelled — PUREGYM LTD" read as a subscription that ended ends the gym
-    PureGym; another of the subject's values, and someone else's PureGym, stay."""
-    gym, hobby = fact("gym", "PureGym"), fact("hobby", "climbing")
-    sisters = fact("gym", "PureGym", subject="Aoife", day=1)
-    ended = fact("subscription", "PUREGYM LTD", kind="end", day=3)
-    records = fold(gym, hobby, sisters, ended)
-    assert (records[gym.id].valid_to, records[gym.id].superseded_by) == (
-        ended.valid_from,
-        ended.id,
-    )
-    assert current(records) == {("user", "hobby", "climbing"), ("Aoife", "gym", "PureGym")}
-
-
 def test_a_value_stated_again_after_a_change_replaced_it_is_history() -> None:
     """ "part-exchanged the corsa for a Kia Niro", then "dad thinks I should've run the corsa
     into the ground": a mention of the car before, not a return to it; a change back is."""

@@ -1,94 +1,39 @@
 """Fact judge eval: on annotated lines, does the judge hear a value as over exactly when it is?
 
-Examples come from the fact corpus's files (``models/fact_corpus/LABELS.md``), the same way the
-judge's training takes them (``scripts/train_fact_judge.py``):
-
-- a change pair gives one example for each fact of its first trace that states something and
-  whose value the second trace names again (in any case): *over* when the pair lists the value
-  as stale;
-- a single line gives one example for each annotated value: *over* when its kind is ``end``.
-
-Each text goes through the encoder and the reader's head as the daemon reads a turn, and the
-judge scores the value's first whole-word occurrence with the fact's attribute. Precision and
-recall of *over* at the judge's threshold, for pair and line examples apart. The corpus's
-training split measured this way shows the fit; the dev split (the default) is written apart.
+The examples are the fact corpus's, taken as the judge's training takes them
+(:mod:`memoryd.reader.judge_corpus`): values a change pair's second trace names again, values
+of single lines, and names said in passing. Precision and recall of *over* at the judge's
+threshold, for each kind of example. The corpus's training side measured this way shows the
+fit; the dev split (the default) is written apart.
 """
 
 from __future__ import annotations
 
-import re
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from tqdm import tqdm
 
 from memoryd.encoder import Encoder
 from memoryd.errors import InvalidInputError
-from memoryd.fact_corpus import CorpusError, Inventory, read_pairs, read_turns
-from memoryd.reader import FactReader, ReaderHead, value_features
+from memoryd.fact_corpus import CorpusError
+from memoryd.reader import (
+    LINE,
+    PAIR,
+    PASSING,
+    FactReader,
+    JudgeExample,
+    judge_examples,
+    judge_inputs,
+)
 
-__all__ = ["JudgeExample", "JudgeReport", "judge_examples", "judge_inputs", "run_judge"]
+__all__ = ["JudgeReport", "run_judge"]
 
-
-@dataclass(frozen=True)
-class JudgeExample:
-    text: str
-    value: str
-    attribute: str
-    over: bool
-    group: str  # the file's writer pass ("family" of family_pairs.jsonl)
-    pair: bool  # from a change pair: a value named again, the case the judge serves
-
-
-def named_at(text: str, value: str) -> tuple[int, int] | None:
-    """The characters of ``value``'s first whole-word occurrence in ``text``, in any case (the
-    daemon hears names case-folded)."""
-    found = re.search(rf"(?<!\w){re.escape(value)}(?!\w)", text, re.IGNORECASE)
-    return (found.start(), found.end()) if found else None
-
-
-def judge_examples(files: list[Path], inventory: Inventory) -> list[JudgeExample]:
-    """The examples of corpus files (see the module docstring); CorpusError on a bad line."""
-    out: list[JudgeExample] = []
-    for path in files:
-        group = path.name.split("_")[0]
-        if path.name.endswith("_pairs.jsonl"):
-            for pair in read_pairs(path, inventory):
-                stale = {(s.lower(), v.lower()) for s, _, v in pair.stale}
-                for fact in pair.first.facts:
-                    if fact.kind == "none" or named_at(pair.second.text, fact.value) is None:
-                        continue
-                    over = (fact.subject.lower(), fact.value.lower()) in stale
-                    text = pair.second.text
-                    out.append(JudgeExample(text, fact.value, fact.attribute, over, group, True))
-        else:
-            for turn in read_turns(path, inventory):
-                for fact in turn.facts:
-                    over = fact.kind == "end"
-                    out.append(
-                        JudgeExample(turn.text, fact.value, fact.attribute, over, group, False)
-                    )
-    return out
-
-
-def judge_inputs(
-    encoder: Encoder, head: ReaderHead, examples: list[JudgeExample]
-) -> tuple[np.ndarray, list[JudgeExample]]:
-    """The judge features of the examples whose value the encoder sees (a text cut at the
-    encoder's length may lose it), each text read as the daemon reads it; and those examples."""
-    rows, kept = [], []
-    for item in tqdm(examples, desc="examples", unit="example", file=sys.stderr):
-        states, offsets = encoder.reading(item.text)
-        where = named_at(item.text, item.value) or (0, 0)
-        row = value_features(head, item.text, states, offsets, where, item.attribute)
-        if row is not None:
-            rows.append(row)
-            kept.append(item)
-    if not rows:
-        return np.zeros((0, 0), dtype=np.float32), []
-    return np.stack(rows), kept
+ROWS = {
+    PAIR: "values named again (pairs)",
+    LINE: "values (lines)",
+    PASSING: "names in passing (lines)",
+}
 
 
 @dataclass(frozen=True)
@@ -116,16 +61,16 @@ def _counts(scores: np.ndarray, examples: list[JudgeExample], threshold: float) 
 class JudgeReport:
     path: Path
     threshold: float
-    pairs: Counts
-    lines: Counts
+    counts: dict[str, Counts]
 
     def format(self) -> str:
         out = [f"Fact judge eval: {self.path} (threshold {self.threshold:.2f})", ""]
         out.append(f"{'examples':28}{'n':>6}{'over':>6}{'heard':>7}{'P':>7}{'R':>7}{'F1':>7}")
-        for name, c in (("values named again (pairs)", self.pairs), ("values (lines)", self.lines)):
+        for source, c in self.counts.items():
             p, r, f = c.prf()
             out.append(
-                f"{name:28}{c.examples:>6}{c.over:>6}{c.heard:>7}{p:>7.3f}{r:>7.3f}{f:>7.3f}"
+                f"{ROWS[source]:28}{c.examples:>6}{c.over:>6}{c.heard:>7}"
+                f"{p:>7.3f}{r:>7.3f}{f:>7.3f}"
             )
         return "\n".join(out) + "\n"
 
@@ -143,7 +88,11 @@ def run_judge(encoder: Encoder, reader: FactReader, path: Path) -> JudgeReport:
     x, kept = judge_inputs(encoder, reader.head, examples)
     judge = reader.judge
     scores = judge.probabilities(x)
-    pair = np.array([e.pair for e in kept], dtype=bool)
-    pairs = _counts(scores[pair], [e for e in kept if e.pair], judge.threshold)
-    lines = _counts(scores[~pair], [e for e in kept if not e.pair], judge.threshold)
-    return JudgeReport(path, judge.threshold, pairs, lines)
+    sources = np.array([e.source for e in kept])
+    counts = {
+        source: _counts(
+            scores[sources == source], [e for e in kept if e.source == source], judge.threshold
+        )
+        for source in ROWS
+    }
+    return JudgeReport(path, judge.threshold, counts)

@@ -22,15 +22,13 @@ stay current and the older is marked ``doubted_by`` the newer (a reply says it m
 date). In a slot of many values (allergies, pets, languages) a new value adds; a sure ``change``
 that names no old value replaces the slot's value when there is one, and marks the values as
 doubted when there are several. An ending closes only the value it names (or names in part:
-"cancelled virgin" ends "Virgin Media"), in whichever of the subject's attributes it is held,
-as a value named as replaced is ("Direct Debit cancelled — PUREGYM LTD", read as a
-subscription, ends the gym PureGym). A value stated again (a ``state``, not a ``change``)
+"cancelled virgin" ends "Virgin Media"). A value stated again (a ``state``, not a ``change``)
 after the slot's current fact said it replaced that value ("part-exchanged the corsa for a
 Niro", then "dad says I should've kept the corsa") is a mention of the past: stored closed,
 superseded by the current fact. A fact the inventory says ends with another's value
 (``ends_with``: a dose with its medicine) closes when that value's fact closes and nobody's
 current fact still holds it. Facts of an attribute the inventory lacks (``other``) share no
-slot: only their own value, or a value named as replaced or as ended, touches them. A wrong
+slot: only their own value, or a value named as replaced, touches them. A wrong
 closure is worse than none: nothing is closed on a guess.
 
 Working memory. A reported completion ("took aspirin") completes the best-matching open task
@@ -293,10 +291,6 @@ def _fold_fact(fact: Fact, view: MemoryView, out: Consolidation, slots: Slots) -
     if fact.old and not ended:
         for old in view.current_facts_of(fact.subject):
             if old.id != fact.id and _names_old(fact, old):
-                _close(old, fact, out)
-    if fact.kind == "end":  # "Direct Debit cancelled — PUREGYM LTD" ends the gym PureGym
-        for old in view.current_facts_of(fact.subject):
-            if old.relation != fact.relation and _ends(fact, old):
                 _close(old, fact, out)
     return None if restated else fact
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from memoryd.memory.build import memory_id, sentence_of
 from memoryd.memory.consolidate import MemoryView
-from memoryd.memory.extract import entity_id
+from memoryd.memory.extract import entity_ids
 from memoryd.models import Fact, Parse, Turn
 from memoryd.reader import FactJudge, Heard, Slots, Span, same_thing
 from memoryd.text import content_tokens
@@ -40,13 +40,14 @@ class Named:
 
     def endings(self, turn: Turn, view: MemoryView, said: Sequence[Fact]) -> list[Fact]:
         """Endings of the current facts this turn names and the judge hears as over; ``said``
-        are the facts read from the turn and the stored ones it changed (their values stand
-        as the reader read them)."""
+        are the facts read from the turn and the stored ones it changed: a value the reader
+        read in the same slot stands as it read it (a reading in another attribute, which
+        touches no other slot, does not)."""
         out: list[Fact] = []
         for old in view.current_facts_named(list(self.spans)):
             if old.negated or turn.turn_id in (old.sources or [old.turn_id]):
                 continue
-            if any(f.id == old.id or same_thing(f.object.name, old.object.name) for f in said):
+            if any(f.id == old.id or _same_slot_value(f, old) for f in said):
                 continue
             p = self.judge.over(self.heard, self.spans[old.object.id], old.relation)
             if p >= self.judge.threshold:
@@ -54,16 +55,27 @@ class Named:
         return out
 
 
+def _same_slot_value(a: Fact, b: Fact) -> bool:
+    """Whether the reader read ``b``'s value in its slot (consolidation folded it)."""
+    same_slot = (a.subject, a.relation) == (b.subject, b.relation)
+    return same_slot and same_thing(a.object.name, b.object.name)
+
+
 def named_in(heard: Heard, judge: FactJudge, slots: Slots) -> Named:
-    """Every id a fact's value named by a run of the turn's words would have (runs with a
-    content word only)."""
+    """Every id a fact's value named by a run of the turn's words would have (runs that begin
+    and end with a content word: "Dev", "Water Corp", "Bank of Ireland", not "and I")."""
     spans: dict[str, Span] = {}
     kinds = slots.value_types()
     for span in heard.candidates:
-        if content_tokens(span.text):
-            for kind in kinds:
-                spans.setdefault(entity_id(span.text, kind), span)
+        words = span.text.split()
+        if _content(words[0]) and _content(words[-1]):
+            for key in entity_ids(span.text, kinds):
+                spans.setdefault(key, span)
     return Named(heard, spans, judge)
+
+
+def _content(word: str) -> bool:
+    return bool(content_tokens(word))
 
 
 def _ending(turn: Turn, old: Fact, span: Span, p: float) -> Fact:

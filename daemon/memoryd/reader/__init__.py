@@ -7,8 +7,16 @@ its judge: whether a turn that names a stored value again says it is over.
                                                   value="Marcus Lee", kind="change", ...)]
 """
 
-from memoryd.reader.head import READ_KINDS, ReaderHead
-from memoryd.reader.judge import FactJudge, Heard, value_features
+from memoryd.reader.head import READ_KINDS
+from memoryd.reader.judge import FactJudge, Heard
+from memoryd.reader.judge_corpus import (
+    LINE,
+    PAIR,
+    PASSING,
+    JudgeExample,
+    judge_examples,
+    judge_inputs,
+)
 from memoryd.reader.reader import FactReader, ReadFact
 from memoryd.reader.score import LEVELS, ReaderScore, same_thing
 from memoryd.reader.slots import Slots, subject_name
@@ -16,17 +24,21 @@ from memoryd.reader.spans import Span, normalise
 
 __all__ = [
     "LEVELS",
+    "LINE",
+    "PAIR",
+    "PASSING",
     "READ_KINDS",
     "FactJudge",
     "FactReader",
     "Heard",
+    "JudgeExample",
     "ReadFact",
-    "ReaderHead",
     "ReaderScore",
     "Slots",
     "Span",
+    "judge_examples",
+    "judge_inputs",
     "normalise",
     "same_thing",
     "subject_name",
-    "value_features",
 ]

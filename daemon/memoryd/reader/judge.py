@@ -7,10 +7,11 @@ turn say it is over?
 
 The reader reads what a turn states; where it reads nothing of a stored value the turn names
 (the name as a subject, "Lachlan and I split up"; or no fact read at all), the judge decides
-whether that value still holds. It is one logistic layer over what the reader's own head makes
-of the named span (its span vector, kind and negation outputs) and the stored fact's attribute,
-trained at build time on the fact corpus (``scripts/train_fact_judge.py``): over when a change
-pair lists the first trace's value as stale, or a single line annotates the value as ``end``.
+whether that value still holds. It is a small two-layer network over what the reader's own head
+makes of the named span (its span vector, kind and negation outputs) and the stored fact's
+attribute, trained at build time on the fact corpus (``scripts/train_fact_judge.py``): over when
+a change pair lists the first trace's value as stale, or a single line annotates the value as
+``end``; never for a name said in passing.
 Its threshold is the recipe's, chosen by cross-validation on training passes.
 
     judge = FactJudge.load(Path("models"), reader.head)
@@ -36,13 +37,14 @@ __all__ = [
     "JUDGE_FILE",
     "FactJudge",
     "Heard",
+    "Layers",
     "candidate_spans",
     "judge_features",
     "value_features",
 ]
 
 JUDGE_FILE = "fact_judge.npz"
-JUDGE_FORMAT = 1
+JUDGE_FORMAT = 2
 MANIFEST_SECTION = "fact_judge"
 READER_SECTION = "fact_reader"
 MAX_WORDS = 3
@@ -59,16 +61,22 @@ class Heard:
     candidates: tuple[Span, ...]
 
 
-def judge_features(head: ReaderHead, states: np.ndarray, span: Span, attribute: str) -> np.ndarray:
+def judge_features(
+    head: ReaderHead, states: np.ndarray, span: Span, attribute: str | None
+) -> np.ndarray:
     """The judge's input for ``span`` of a text with head states ``states``, naming a stored
     value of ``attribute``: the head's span vector, its kind probabilities and negation, and
-    the attribute one-hot (``other`` for one the head does not know)."""
+    the attribute one-hot (``other`` for one the head does not know; None: the head's own
+    reading of the span, for a name no fact holds)."""
     z = head.span_vector(states, span)
     kind = softmax(z @ head.w["kind_w"] + head.w["kind_b"])
     negated = sigmoid(z @ head.w["neg_w"] + head.w["neg_b"])
     attributes = head.attributes
     onehot = np.zeros(len(attributes), dtype=np.float32)
-    onehot[attributes.index(attribute) if attribute in attributes else -1] = 1.0
+    if attribute is None:
+        onehot[int(np.argmax(z @ head.w["attr_w"] + head.w["attr_b"]))] = 1.0
+    else:
+        onehot[attributes.index(attribute) if attribute in attributes else -1] = 1.0
     return np.concatenate([z, kind, negated, onehot]).astype(np.float32)
 
 
@@ -78,7 +86,7 @@ def value_features(
     states: np.ndarray,
     offsets: list[tuple[int, int]],
     where: tuple[int, int],
-    attribute: str,
+    attribute: str | None,
 ) -> np.ndarray | None:
     """The judge's input for the characters ``where`` of ``text`` (the encoder's ``states``
     and piece ``offsets``), naming a value of ``attribute``; None when no piece covers them (a
@@ -117,14 +125,28 @@ def _wordlike(text: str, offsets: list[tuple[int, int]], first: int, last: int) 
     return any(ch.isalnum() for ch in text[offsets[first][0] : offsets[last][1]])
 
 
+@dataclass(frozen=True)
+class Layers:
+    """``p = sigmoid(relu(x w1 + b1) w2 + b2)`` over judge features ``x``."""
+
+    w1: np.ndarray
+    b1: np.ndarray
+    w2: np.ndarray
+    b2: float
+
+    def probabilities(self, x: np.ndarray) -> np.ndarray:
+        """The probability of *over* of each row of judge features ``x``."""
+        hidden = np.maximum(x @ self.w1 + self.b1, 0.0)
+        return sigmoid(hidden @ self.w2 + np.float32(self.b2))
+
+
 class FactJudge:
-    """The trained layer (``weights``, ``bias``) and its ``threshold``, over ``head``'s
+    """The trained ``layers`` and the recipe's ``meta`` (its threshold), over ``head``'s
     states."""
 
-    def __init__(self, head: ReaderHead, weights: np.ndarray, bias: float, meta: dict[str, Any]):
+    def __init__(self, head: ReaderHead, layers: Layers, meta: dict[str, Any]):
         self.head = head
-        self.weights = np.asarray(weights, dtype=np.float32)
-        self.bias = float(bias)
+        self.layers = layers
         self.meta = meta
         self.threshold = float(meta["threshold"])
 
@@ -139,19 +161,23 @@ class FactJudge:
             meta = json.loads(str(data["meta"]))
             if meta.get("format") != JUDGE_FORMAT:
                 raise ModelMissingError(str(path), f"fact judge of format {JUDGE_FORMAT}")
-            weights, bias = data["weights"], float(data["bias"])
+            w1, b1, w2 = (np.asarray(data[k], dtype=np.float32) for k in ("w1", "b1", "w2"))
+            layers = Layers(w1, b1, w2, float(data["b2"]))
         if verify:
             _verify(path, meta, Path(model_dir) / MANIFEST_FILE)
-        if len(weights) != head.w["span_b"].shape[0] + 6 + len(head.attributes):
+        if len(w1) != head.w["span_b"].shape[0] + 6 + len(head.attributes):
             raise ModelMissingError(str(path), "a fact judge trained over this reader head")
-        return cls(head, weights, bias, meta)
+        return cls(head, layers, meta)
 
     def save(self, path: Path) -> None:
+        layers = self.layers
         np.savez(
             path,
             meta=np.array(json.dumps(self.meta)),
-            weights=self.weights,
-            bias=np.array(self.bias, dtype=np.float32),
+            w1=layers.w1,
+            b1=layers.b1,
+            w2=layers.w2,
+            b2=np.array(layers.b2, dtype=np.float32),
         )
 
     def over(self, heard: Heard, span: Span, attribute: str) -> float:
@@ -162,7 +188,7 @@ class FactJudge:
 
     def probabilities(self, x: np.ndarray) -> np.ndarray:
         """The probability of *over* of each row of judge features ``x``."""
-        return sigmoid(x @ self.weights + np.float32(self.bias))
+        return self.layers.probabilities(x)
 
 
 def _verify(path: Path, meta: dict[str, Any], manifest: Path) -> None:

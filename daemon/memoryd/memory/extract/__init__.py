@@ -33,7 +33,7 @@ from memoryd.memory.extract.clauses import (
 )
 from memoryd.memory.extract.health import is_health_related, related_drug_terms
 from memoryd.memory.extract.mentions import EntityMention, KnownValue, entity_mentions
-from memoryd.memory.extract.names import canonical_name, entity_id
+from memoryd.memory.extract.names import canonical_name, entity_id, entity_ids
 from memoryd.memory.extract.rules import RuleCandidate, sentence_rules
 from memoryd.memory.extract.sentences import split_sentences
 from memoryd.memory.extract.tasks import (
@@ -62,6 +62,7 @@ __all__ = [
     "clause_rules",
     "clause_tasks",
     "entity_id",
+    "entity_ids",
     "extract",
     "is_health_related",
     "related_drug_terms",

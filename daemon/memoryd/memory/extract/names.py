@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 
 from memoryd.models import EntityType
 
@@ -178,8 +179,14 @@ def _singular(word: str) -> str:
 
 def entity_id(name: str, type: EntityType) -> str:
     """A stable short id: the same canonical name and type always give the same id."""
-    digest = hashlib.sha1(f"{EntityType(type).value}:{canonical_name(name)}".encode())
-    return "ent_" + digest.hexdigest()[:16]
+    return entity_ids(name, (type,))[0]
+
+
+def entity_ids(name: str, types: Sequence[EntityType]) -> list[str]:
+    """:func:`entity_id` of ``name`` as each of ``types`` (its canonical name folded once)."""
+    key = canonical_name(name)
+    digests = (hashlib.sha1(f"{EntityType(t).value}:{key}".encode()) for t in types)
+    return ["ent_" + d.hexdigest()[:16] for d in digests]
 
 
 PLACE_KEYS = frozenset(canonical_name(p) for p in PLACES)
