@@ -158,3 +158,32 @@ def test_tiers_status_reshuffle_and_search(run, tmp_path: Path) -> None:
     assert bad.exit_code == 2 and "tier9" in bad.output
     result = run("tiers importance", "--user", "ana", ok=False)
     assert result.exit_code != 0 and "no LLM is configured" in result.output
+
+
+def test_eval_judge_and_reader_read_annotated_lines(run, tmp_path: Path) -> None:
+    """Both evals take a corpus file: a bad line is a clear error, not a traceback."""
+    pair = {
+        "id": "t-p1",
+        "domain": "partner",
+        "outcome": "end",
+        "first": {
+            "role": "user",
+            "text": "my boyfriend is called Dev",
+            "facts": [{"subject": "user", "attribute": "partner", "value": "Dev", "kind": "state"}],
+        },
+        "second": {
+            "role": "user",
+            "text": "things ended with Dev after six years",
+            "facts": [{"subject": "user", "attribute": "partner", "value": "Dev", "kind": "end"}],
+        },
+        "current": [],
+        "stale": [{"subject": "user", "attribute": "partner", "value": "Dev"}],
+    }
+    path = tmp_path / "t_pairs.jsonl"
+    path.write_text(json.dumps(pair) + "\n")
+    judged = run("eval", "judge", str(path)).output
+    assert "values named again (pairs)       1     1" in judged
+    assert "(2 lines, 2 facts about now" in run("eval", "reader", str(path)).output
+    path.write_text(json.dumps({**pair, "outcome": "sideways"}) + "\n")
+    failed = run("eval", "judge", str(path), ok=False)
+    assert failed.exit_code != 0 and "outcome 'sideways'" in failed.output

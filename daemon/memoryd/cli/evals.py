@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -18,6 +18,10 @@ from memoryd.cli.base import (
 )
 from memoryd.config import Config
 from memoryd.models import SearchMode
+
+if TYPE_CHECKING:
+    from memoryd.encoder import Encoder
+    from memoryd.reader import FactReader
 
 
 @click.group("eval")
@@ -300,13 +304,36 @@ def eval_updates(
     _write_out(report.format(show), out)
 
 
-@eval_group.command("reader")
-@config_options
-@click.argument(
+_ANNOTATED_LINES = click.argument(
     "path",
     type=click.Path(path_type=Path, exists=True),
     default=Path(__file__).resolve().parents[3] / "models" / "fact_corpus" / "dev",
 )
+
+
+def _on_annotated_lines(
+    config_path: Path | None,
+    data_dir: Path | None,
+    model_dir: Path | None,
+    run: Callable[[Encoder, FactReader], str],
+) -> str:
+    """``run`` with the built encoder and fact reader (and its judge)."""
+    from memoryd.encoder import Encoder
+    from memoryd.reader import FactReader
+
+    config = load(config_path, data_dir=data_dir, model_dir=model_dir)
+    encoder = Encoder(config.model_dir, threads=config.encoder.threads)
+    try:
+        reader = FactReader.load(config.model_dir)
+        reader.check_input(encoder.reads_tuned)
+        return run(encoder, reader)
+    finally:
+        encoder.close()
+
+
+@eval_group.command("reader")
+@config_options
+@_ANNOTATED_LINES
 @click.option("--out", type=click.Path(path_type=Path, dir_okay=False), help="Also write here.")
 @domain_errors
 def eval_reader(
@@ -327,28 +354,20 @@ def eval_reader(
       full   subject, attribute, value and kind of statement right
     Only facts about now count (questions, plans and other no-change mentions are left out).
     """
-    from memoryd.encoder import Encoder
     from memoryd.eval import run_reader
-    from memoryd.reader import FactReader
 
-    config = load(config_path, data_dir=data_dir, model_dir=model_dir)
-    encoder = Encoder(config.model_dir, threads=config.encoder.threads)
-    try:
-        reader = FactReader.load(config.model_dir)
-        reader.check_input(encoder.reads_tuned)
-        report = run_reader(encoder, reader, path)
-    finally:
-        encoder.close()
-    _write_out(report.format(), out)
+    text = _on_annotated_lines(
+        config_path,
+        data_dir,
+        model_dir,
+        lambda encoder, reader: run_reader(encoder, reader, path).format(),
+    )
+    _write_out(text, out)
 
 
 @eval_group.command("judge")
 @config_options
-@click.argument(
-    "path",
-    type=click.Path(path_type=Path, exists=True),
-    default=Path(__file__).resolve().parents[3] / "models" / "fact_corpus" / "dev",
-)
+@_ANNOTATED_LINES
 @click.option("--out", type=click.Path(path_type=Path, dir_okay=False), help="Also write here.")
 @domain_errors
 def eval_judge(
@@ -363,23 +382,20 @@ def eval_judge(
     \b
     PATH: a file of the fact corpus (single lines or change pairs) or a directory of them
     (default: the dev split, models/fact_corpus/dev). Examples:
-      pairs  each value of a first trace that the second names again: over when it is stale
-      lines  each annotated value: over when the line ends it (kind end)
+      pairs    each value of a first trace that the second names again: over when stale
+      lines    each annotated value: over when the line ends it (kind end)
+      passing  names said in passing in single lines: never over
     Precision, recall and F1 of "over" at the judge's threshold.
     """
-    from memoryd.encoder import Encoder
     from memoryd.eval import run_judge
-    from memoryd.reader import FactReader
 
-    config = load(config_path, data_dir=data_dir, model_dir=model_dir)
-    encoder = Encoder(config.model_dir, threads=config.encoder.threads)
-    try:
-        reader = FactReader.load(config.model_dir)
-        reader.check_input(encoder.reads_tuned)
-        report = run_judge(encoder, reader, path)
-    finally:
-        encoder.close()
-    _write_out(report.format(), out)
+    text = _on_annotated_lines(
+        config_path,
+        data_dir,
+        model_dir,
+        lambda encoder, reader: run_judge(encoder, reader, path).format(),
+    )
+    _write_out(text, out)
 
 
 _HEAD_OPTION = click.option(
