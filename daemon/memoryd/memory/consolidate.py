@@ -28,8 +28,10 @@ Niro", then "dad says I should've kept the corsa") is a mention of the past: sto
 superseded by the current fact. A fact the inventory says ends with another's value
 (``ends_with``: a dose with its medicine) closes when that value's fact closes and nobody's
 current fact still holds it. Facts of an attribute the inventory lacks (``other``) share no
-slot: only their own value, or a value named as replaced, touches them. A wrong
-closure is worse than none: nothing is closed on a guess.
+slot: only their own value, or a value named as replaced, touches them. A stored value the turn
+names without the reader reading it in its slot ("Lachlan and I split up") is put to the fact
+judge (:mod:`memoryd.memory.hearing`): where it hears the value as over, an ending of it folds
+like the reader's. A wrong closure is worse than none: nothing is closed on a guess.
 
 Working memory. A reported completion ("took aspirin") completes the best-matching open task
 when every content word of its object is in the task's title ("take aspirin after lunch"), and

@@ -1,22 +1,22 @@
 """The fact judge: a value the user's memory holds, named again in a later turn — does that
 turn say it is over?
 
-    "we're with Octopus for gas and electric"       → energy_supplier: Octopus
-    "finally ditched Octopus, EDF gave us a deal"   → the judge hears "Octopus": over (0.9)
-    "my dad asked if Octopus are any good"          → not over (0.1)
+    "my boyfriend is called Dev"                     → partner: Dev
+    "things ended with Dev after six years"          → the judge hears "Dev": over (0.96)
+    "Dev cooked a massive curry tonight"             → not over (0.01)
 
-The reader reads what a turn states; where it reads nothing of a stored value the turn names
-(the name as a subject, "Lachlan and I split up"; or no fact read at all), the judge decides
-whether that value still holds. It is a small two-layer network over what the reader's own head
-makes of the named span (its span vector, kind and negation outputs) and the stored fact's
-attribute, trained at build time on the fact corpus (``scripts/train_fact_judge.py``): over when
-a change pair lists the first trace's value as stale, or a single line annotates the value as
-``end``; never for a name said in passing.
-Its threshold is the recipe's, chosen by cross-validation on training passes.
+The reader reads what a turn states; where it reads nothing of a stored value the turn names in
+that value's slot (the name as a subject, "Lachlan and I split up"; an ending read in another
+attribute; no fact read at all), the judge decides whether that value still holds. It is a
+small two-layer network over what the reader's own head makes of the named span (its span
+vector, kind and negation outputs) and the stored fact's attribute, trained at build time on the
+fact corpus (``scripts/train_fact_judge.py``): over when a change pair lists the first trace's
+value as stale, or a single line annotates the value as ``end``; never for a name said in
+passing. Its threshold is the recipe's, chosen on held-out writer passes.
 
     judge = FactJudge.load(Path("models"), reader.head)
-    heard = reader.hear(text, states, offsets)       # the head's states and candidate spans
-    judge.over(heard, span, "energy_supplier")       → 0.9
+    facts, heard = reader.hear(text, states, offsets)   # the head's states, candidate spans
+    judge.over(heard, span, "partner")                  → 0.96
 """
 
 from __future__ import annotations
