@@ -1,13 +1,13 @@
 """The fact judge: a value the user's memory holds, named again in a later turn — does that
 turn say it is over?
 
-    "my boyfriend is called Dev"                     → partner: Dev
-    "things ended with Dev after six years"          → the judge hears "Dev": over (0.96)
-    "Dev cooked a massive curry tonight"             → not over (0.01)
+    "our broadband is with Spectranet"               → broadband: Spectranet
+    "we got rid of Spectranet in the end, …"         → the judge hears "Spectranet": over (0.97)
+    "Spectranet engineer is coming on monday …"      → not over (0.06)
 
-The reader reads what a turn states; where it reads nothing of a stored value the turn names in
-that value's slot (the name as a subject, "Lachlan and I split up"; an ending read in another
-attribute; no fact read at all), the judge decides whether that value still holds. It is a
+The reader reads what a turn states; where it reads nothing of a stored value the turn names
+(the name as a subject, "Lachlan and I split up"; no fact read at all), the judge decides
+whether that value still holds. It is a
 small two-layer network over what the reader's own head makes of the named span (its span
 vector, kind and negation outputs) and the stored fact's attribute, trained at build time on the
 fact corpus (``scripts/train_fact_judge.py``): over when a change pair lists the first trace's
@@ -16,7 +16,7 @@ passing. Its threshold is the recipe's, chosen on held-out writer passes.
 
     judge = FactJudge.load(Path("models"), reader.head)
     facts, heard = reader.hear(text, states, offsets)   # the head's states, candidate spans
-    judge.over(heard, span, "partner")                  → 0.96
+    judge.over(heard, span, "broadband")                → 0.97
 """
 
 from __future__ import annotations
