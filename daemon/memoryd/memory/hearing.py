@@ -16,7 +16,7 @@ stored closed like the reader's endings, which consolidation folds like any othe
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from memoryd.memory.build import memory_id, sentence_of
@@ -32,11 +32,12 @@ __all__ = ["Named", "named_in"]
 @dataclass(frozen=True)
 class Named:
     """The ids a stored value named in the turn would have (each with the first span naming
-    it), the turn as the judge hears it, and the judge."""
+    it), the judge, and how to hear the turn (its head states, kept from the read, or read
+    again when a reread keeps no states for thousands of turns)."""
 
-    heard: Heard
     spans: dict[str, Span]
     judge: FactJudge
+    hear: Callable[[], Heard]
 
     def endings(self, turn: Turn, view: MemoryView, said: Sequence[Fact]) -> list[Fact]:
         """Endings of the current facts this turn names and the judge hears as over; ``said``
@@ -44,12 +45,14 @@ class Named:
         read, in any attribute, stands as it read it (on LoCoMo, judging values the reader had
         read in another attribute ended 41 facts, most of them wrongly: docs/decisions.md)."""
         out: list[Fact] = []
+        heard: Heard | None = None
         for old in view.current_facts_named(list(self.spans)):
             if old.negated or turn.turn_id in (old.sources or [old.turn_id]):
                 continue
             if any(f.id == old.id or same_thing(f.object.name, old.object.name) for f in said):
                 continue
-            p = self.judge.over(self.heard, self.spans[old.object.id], old.relation)
+            heard = heard or self.hear()
+            p = self.judge.over(heard, self.spans[old.object.id], old.relation)
             if p >= self.judge.threshold:
                 out.append(_ending(turn, old, self.spans[old.object.id], p))
         return out
@@ -57,7 +60,8 @@ class Named:
 
 def named_in(heard: Heard, judge: FactJudge, slots: Slots) -> Named:
     """Every id a fact's value named by a run of the turn's words would have (runs that begin
-    and end with a content word: "Dev", "Water Corp", "Bank of Ireland", not "and I")."""
+    and end with a content word: "Dev", "Water Corp", "Bank of Ireland", not "and I"); the
+    turn is heard as ``heard``."""
     spans: dict[str, Span] = {}
     kinds = slots.value_types()
     for span in heard.candidates:
@@ -65,7 +69,7 @@ def named_in(heard: Heard, judge: FactJudge, slots: Slots) -> Named:
         if _content(words[0]) and _content(words[-1]):
             for key in entity_ids(span.text, kinds):
                 spans.setdefault(key, span)
-    return Named(heard, spans, judge)
+    return Named(spans, judge, lambda: heard)
 
 
 def _content(word: str) -> bool:

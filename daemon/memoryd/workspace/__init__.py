@@ -42,7 +42,7 @@ from memoryd.ingest import NewTurn, Prepared, fold_entries, prepare
 from memoryd.llm import LLM
 from memoryd.memory import EntityResolver, Named, named_in
 from memoryd.models import Receipt, Role, Turn
-from memoryd.reader import FactReader, ReadFact
+from memoryd.reader import FactReader, Heard, ReadFact
 from memoryd.retrieve import QueryParams, QueryResult, Retriever, Stores
 from memoryd.router import SelfEnhancingRouter
 from memoryd.store import (
@@ -108,10 +108,19 @@ class Shared:
         return facts, named_in(heard, reader.judge, reader.slots)
 
     def read_stored(self, turn: Turn) -> Hearing:
-        """:meth:`read_facts` for a stored turn, encoding its text again."""
+        """:meth:`read_facts` for a stored turn, encoding its text again; its head states are
+        not kept (a reread reads every turn before it folds them): the judge hears it again
+        when a value it names is to be judged."""
         if turn.role is Role.ASSISTANT:
             return [], None
-        return self.read_facts(turn.role, turn.text, self.encoder.encode(turn.text))
+        facts, named = self.read_facts(turn.role, turn.text, self.encoder.encode(turn.text))
+        if named is None:
+            return facts, None
+        return facts, dataclasses.replace(named, hear=partial(self._hear, turn.text))
+
+    def _hear(self, text: str) -> Heard:
+        encoded = self.encoder.encode(text)
+        return self.reader.hear(text, self.encoder.read(encoded), encoded.offsets)[1]
 
     def read_aside(self, new: NewTurn, encoded: Encoded) -> Callable[[], Hearing]:
         """The facts of ``new``, read on an encoder worker while the caller routes it (a
