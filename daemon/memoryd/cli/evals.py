@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import click
 
@@ -311,13 +311,20 @@ _ANNOTATED_LINES = click.argument(
 )
 
 
-def _on_annotated_lines(
+class _Report(Protocol):
+    def format(self) -> str: ...
+
+
+def _eval_on_annotated_lines(
     config_path: Path | None,
     data_dir: Path | None,
     model_dir: Path | None,
-    run: Callable[[Encoder, FactReader], str],
-) -> str:
-    """``run`` with the built encoder and fact reader (and its judge)."""
+    path: Path,
+    out: Path | None,
+    run: Callable[[Encoder, FactReader, Path], _Report],
+) -> None:
+    """``run`` on ``path`` with the built encoder and fact reader (and its judge); its report
+    printed (and written to ``out``)."""
     from memoryd.encoder import Encoder
     from memoryd.reader import FactReader
 
@@ -326,9 +333,10 @@ def _on_annotated_lines(
     try:
         reader = FactReader.load(config.model_dir)
         reader.check_input(encoder.reads_tuned)
-        return run(encoder, reader)
+        text = run(encoder, reader, path).format()
     finally:
         encoder.close()
+    _write_out(text, out)
 
 
 @eval_group.command("reader")
@@ -356,13 +364,7 @@ def eval_reader(
     """
     from memoryd.eval import run_reader
 
-    text = _on_annotated_lines(
-        config_path,
-        data_dir,
-        model_dir,
-        lambda encoder, reader: run_reader(encoder, reader, path).format(),
-    )
-    _write_out(text, out)
+    _eval_on_annotated_lines(config_path, data_dir, model_dir, path, out, run_reader)
 
 
 @eval_group.command("judge")
@@ -389,13 +391,7 @@ def eval_judge(
     """
     from memoryd.eval import run_judge
 
-    text = _on_annotated_lines(
-        config_path,
-        data_dir,
-        model_dir,
-        lambda encoder, reader: run_judge(encoder, reader, path).format(),
-    )
-    _write_out(text, out)
+    _eval_on_annotated_lines(config_path, data_dir, model_dir, path, out, run_judge)
 
 
 _HEAD_OPTION = click.option(
