@@ -176,12 +176,19 @@ class ReaderHead:
         h = gelu(np.concatenate([z, u, z * u, where]) @ w["pair_w1"] + w["pair_b1"])
         return float(sigmoid(h @ w["pair_w2"] + w["pair_b2"])[0])
 
-    def read(self, text: str, x: np.ndarray, offsets: list[tuple[int, int]]) -> Reading:
-        """Read ``text`` from its token states ``x`` ``(pieces, D)`` and piece offsets."""
+    def contextual(
+        self, text: str, x: np.ndarray, offsets: list[tuple[int, int]]
+    ) -> tuple[np.ndarray, list[bool]]:
+        """C of ``text`` from its token states ``x`` (with the pieces' word shapes when the
+        head reads them), and the pieces' word starts."""
         starts = word_starts(text, offsets)
         if self.shapes:
             x = np.concatenate([x, piece_shapes(text, offsets, starts)], axis=1)
-        c = self.states(x)
+        return self.states(x), starts
+
+    def read(self, text: str, x: np.ndarray, offsets: list[tuple[int, int]]) -> Reading:
+        """Read ``text`` from its token states ``x`` ``(pieces, D)`` and piece offsets."""
+        c, starts = self.contextual(text, x, offsets)
         tags = self.tags(c)
         spans = {name: decode(text, tags[i], offsets, starts) for i, name in enumerate(LAYERS)}
         facts = []

@@ -31,7 +31,7 @@ import numpy as np
 from memoryd.encoder import MANIFEST_FILE, sha256_file
 from memoryd.errors import ModelMissingError
 from memoryd.reader.head import ReaderHead, sigmoid, softmax
-from memoryd.reader.spans import Span, piece_shapes, word_span, word_starts
+from memoryd.reader.spans import Span, word_span
 
 __all__ = [
     "JUDGE_FILE",
@@ -95,11 +95,8 @@ def value_features(
     pieces = [i for i, (a, b) in enumerate(offsets) if b > a and a < end and b > start]
     if not pieces:
         return None
-    starts = word_starts(text, offsets)
-    if head.shapes:
-        states = np.concatenate([states, piece_shapes(text, offsets, starts)], axis=1)
     span = Span(start, end, pieces[0], pieces[-1], text[start:end])
-    return judge_features(head, head.states(states), span, attribute)
+    return judge_features(head, head.contextual(text, states, offsets)[0], span, attribute)
 
 
 def candidate_spans(text: str, offsets: list[tuple[int, int]], starts: list[bool]) -> list[Span]:

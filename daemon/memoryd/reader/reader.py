@@ -114,18 +114,19 @@ class FactReader:
     def read(self, text: str, states: np.ndarray, offsets: list[tuple[int, int]]) -> list[ReadFact]:
         """Every fact ``text`` states with at least :attr:`min_confidence`, ``none`` ones
         included (the caller drops them)."""
-        least = self.min_confidence
-        return [f for f in self.read_all(text, states, offsets) if f.confidence >= least]
+        return self._confident(self.read_all(text, states, offsets))
 
     def hear(
         self, text: str, states: np.ndarray, offsets: list[tuple[int, int]]
     ) -> tuple[list[ReadFact], Heard]:
         """:meth:`read`, and the text as the judge hears it, from the same pass of the head."""
         reading = self.head.read(text, states, offsets)
-        least = self.min_confidence
-        facts = [f for f in self._read(reading) if f.confidence >= least]
         heard = Heard(text, reading.states, tuple(candidate_spans(text, offsets, reading.starts)))
-        return facts, heard
+        return self._confident(self._read(reading)), heard
+
+    def _confident(self, facts: list[ReadFact]) -> list[ReadFact]:
+        least = self.min_confidence
+        return [f for f in facts if f.confidence >= least]
 
     def read_all(
         self, text: str, states: np.ndarray, offsets: list[tuple[int, int]]
